@@ -1,0 +1,533 @@
+"""INT8 graph forms of NanoDet-g for tract, all made from the cleaned fp32 ONNX.
+Usage: int8_forms.py nanodet_fp32.onnx OUTDIR VARIANT [VARIANT ...]   (env CALIB_SIZE, default 416)
+Writes OUTDIR/nanodet_int8_<VARIANT>.onnx. Every variant is a base static quantization
+(onnxruntime.quantization, 57 calibration samples from scikit-image's photos) followed by
+graph rewrites, named by suffixes (see VARIANTS at the bottom; models/README.md has the timings).
+Adapted from the team's int8/make_variants.py.
+
+Variants (onnxruntime.quantization static, MinMax, same 57 calibration samples as the recipe):
+  qop_pt_s8sym   QOperator, Conv only, per-tensor s8 weights, s8 symmetric activations (zp 0)
+  qop_pc_s8sym   QOperator, Conv only, per-channel s8 weights, s8 symmetric activations
+  qop_pt_u8      QOperator, Conv only, per-tensor weights, u8 asymmetric activations
+  qdq_pt_u8      QDQ, per-tensor weights, u8 activations
+  qdq_pt_s8sym   QDQ, per-tensor weights, s8 symmetric activations
+  hyb_pt_s8sym   QDQ per-tensor s8sym, then every DQ->Conv->Q rewritten as QLinearConv;
+                 LeakyRelu/Concat/MaxPool/Resize/Add stay as DQ->op->Q (tract turns
+                 DQ->elementwise->Q into a 256-entry lookup table)
+  hyb_pc_s8sym   same, per-channel weights
+  hyb_pt_u8      same as hyb_pt_s8sym with u8 asymmetric activations
+  hyb_pt_s8sym_p2  hyb_pt_s8sym with every activation scale rounded up to a power of two
+  hyb_pt_s8sym_f1  hyb_pt_s8sym with the stem conv (3->32, stride 2) left in float
+  hyb_pt_s8sym_cat_i2c   hyb_pt_s8sym_cat with stride-1 3x3 convs as int8 Pad -> 9 Slices -> Concat
+                 -> 1x1 QLinearConv (im2col done by graph ops instead of tract's eager Im2col)
+  hyb_pt_s8sym_cat_i2cs  same, stride-2 convs too (strided Slices); the 3-channel stem stays
+  hyb_pt_s8sym_cat_i2cs_stem  same, stem conv rewritten too
+  hyb_pt_s8sym_cat_i2c_fq  hyb_pt_s8sym_cat_i2c without the Q->DQ round trips between float ops
+                 (Resize->Add, Add->Resize, Split->Sigmoid/Reshape)
+  *_cat          hybrid + Concat and MaxPool moved to int8 (shared scale for their inputs/output,
+                 biases re-quantized), removing the DQ->Concat->Q float round trips
+"""
+import sys, os, collections, numpy as np, onnx
+from onnx import helper, numpy_helper
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nanodet_common import load_rgb, preprocess
+from onnxruntime.quantization import (quantize_static, QuantFormat, QuantType, CalibrationDataReader,
+                                      CalibrationMethod)
+from onnxruntime.quantization.shape_inference import quant_pre_process
+import skimage
+
+D = os.path.join(os.path.dirname(skimage.__file__), 'data')
+CALIB = ['astronaut.png', 'chelsea.png', 'coffee.png', 'rocket.jpg', 'motorcycle_left.png',
+         'motorcycle_right.png', 'hubble_deep_field.jpg', 'retina.jpg', 'brick.png', 'grass.png',
+         'gravel.png', 'color.png', 'logo.png', 'ihc.png', 'camera.png', 'page.png', 'moon.png', 'text.png', 'coins.png']
+_CACHE = []
+
+
+def samples():
+    if not _CACHE:
+        for n in CALIB:
+            p = os.path.join(D, n)
+            if not os.path.exists(p):
+                continue
+            rgb = load_rgb(p); h, w = rgb.shape[:2]
+            S = int(os.environ.get('CALIB_SIZE', 416))   # calibrate at the model's input size
+            _CACHE.extend([preprocess(rgb, S, S), preprocess(np.ascontiguousarray(rgb[:, ::-1]), S, S),
+                           preprocess(np.ascontiguousarray(rgb[h // 8:h - h // 8, w // 6:w - w // 6]), S, S)])
+    return _CACHE
+
+
+class Reader(CalibrationDataReader):
+    def __init__(self):
+        self.it = iter([{'input': x} for x in samples()])
+
+    def get_next(self):
+        return next(self.it, None)
+
+
+
+
+CALIB_METHODS = {'minmax': (CalibrationMethod.MinMax, {}),
+                 'pct': (CalibrationMethod.Percentile, {'CalibPercentile': 99.999}),
+                 'entropy': (CalibrationMethod.Entropy, {})}
+
+
+def quant(pre, out, fmt, per_channel, act, sym, ops=None, exclude=None, calib='minmax'):
+    method, extra = CALIB_METHODS[calib]
+    extra = dict(extra)
+    if sym:
+        extra['ActivationSymmetric'] = True
+    kw = dict(quant_format=fmt, per_channel=per_channel, activation_type=act, weight_type=QuantType.QInt8,
+              calibrate_method=method, extra_options=extra)
+    if ops:
+        kw['op_types_to_quantize'] = ops
+    if exclude:
+        kw['nodes_to_exclude'] = exclude
+    quantize_static(pre, out, Reader(), **kw)
+
+
+def qdq_conv_to_qlinearconv(path_in, path_out, pow2=False):
+    """Rewrite DQ(x)->Conv(DQ(w), DQ(b))->Q into QLinearConv; keep all other Q/DQ."""
+    m = onnx.load(path_in)
+    g = m.graph
+    prod = {o: n for n in g.node for o in n.output}
+    cons = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            cons[i].append(n)
+    inits = {i.name: i for i in g.initializer}
+    if pow2:  # round every activation scale (scalar initializer used by Q/DQ on a non-constant) up to 2^k
+        for n in g.node:
+            if n.op_type in ('QuantizeLinear', 'DequantizeLinear') and n.input[0] not in inits:
+                s = inits[n.input[1]]
+                a = numpy_helper.to_array(s)
+                if a.size == 1:
+                    a2 = (2.0 ** np.ceil(np.log2(a))).astype(a.dtype)
+                    s.CopyFrom(numpy_helper.from_array(a2, s.name))
+        # bias scale must stay x_scale * w_scale: recompute the int32 bias from the float bias
+        for n in g.node:
+            if n.op_type != 'Conv' or len(n.input) < 3:
+                continue
+            dqx, dqw, dqb = prod.get(n.input[0]), prod.get(n.input[1]), prod.get(n.input[2])
+            xs = numpy_helper.to_array(inits[dqx.input[1]])
+            ws = numpy_helper.to_array(inits[dqw.input[1]])
+            bq = inits[dqb.input[0]]; bs = inits[dqb.input[1]]
+            bf = numpy_helper.to_array(bq).astype(np.float64) * numpy_helper.to_array(bs)
+            nbs = (xs * ws).astype(np.float32)
+            nbq = np.round(bf / nbs).astype(np.int32)
+            bq.CopyFrom(numpy_helper.from_array(nbq, bq.name)); bs.CopyFrom(numpy_helper.from_array(nbs, bs.name))
+    new_nodes, drop = [], set()
+    converted = 0
+    for n in g.node:
+        if n.op_type != 'Conv':
+            continue
+        dqx = prod.get(n.input[0]); dqw = prod.get(n.input[1])
+        dqb = prod.get(n.input[2]) if len(n.input) > 2 else None
+        outs = cons[n.output[0]]
+        if not (dqx and dqx.op_type == 'DequantizeLinear' and dqw and dqw.op_type == 'DequantizeLinear'
+                and len(outs) == 1 and outs[0].op_type == 'QuantizeLinear' and n.output[0] not in [o.name for o in g.output]):
+            continue
+        q = outs[0]
+        inputs = [dqx.input[0], dqx.input[1], dqx.input[2], dqw.input[0], dqw.input[1], dqw.input[2], q.input[1], q.input[2]]
+        if dqb is not None:
+            inputs.append(dqb.input[0])
+        qc = helper.make_node('QLinearConv', inputs, [q.output[0]], name=n.name + '_qlinear')
+        qc.attribute.extend(n.attribute)
+        new_nodes.append((n, qc))
+        drop.update([id(n), id(q)])
+        converted += 1
+    repl = {id(n): qc for n, qc in new_nodes}
+    nodes = []
+    for n in g.node:
+        if id(n) in repl:
+            nodes.append(repl[id(n)])
+        elif id(n) not in drop:
+            nodes.append(n)
+    # drop now-unused DequantizeLinear nodes (weights / biases / inputs consumed only by the old Conv)
+    while True:
+        used = {i for n in nodes for i in n.input} | {o.name for o in g.output}
+        keep = [n for n in nodes if not (n.op_type == 'DequantizeLinear' and n.output[0] not in used)]
+        if len(keep) == len(nodes):
+            break
+        nodes = keep
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    keep_inits = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep_inits)
+    onnx.checker.check_model(m)
+    onnx.save(m, path_out)
+    return converted
+
+
+def int8_concat(path_in, path_out, ops=('Concat', 'MaxPool')):
+    """For symmetric s8 graphs: make DQ(a),DQ(b)->Concat->Q (and DQ->MaxPool->Q) run on int8 by
+    giving all those tensors one shared scale (the largest of the group), so the op no longer needs
+    a float round trip. Biases of QLinearConvs whose input scale changed are re-quantized."""
+    m = onnx.load(path_in)
+    g = m.graph
+    prod = {o: n for n in g.node for o in n.output}
+    cons = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            cons[i].append(n)
+    inits = {i.name: i for i in g.initializer}
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]; x = parent[x]
+        return x
+
+    def union(a, b):
+        parent[find(a)] = find(b)
+    outs_names = {o.name for o in g.output}
+    cands = []
+    for n in g.node:
+        if n.op_type not in ops:
+            continue
+        ins = [n.input[0]] if n.op_type == 'MaxPool' else list(n.input)
+        dqs = [prod.get(i) for i in ins]
+        if not all(d is not None and d.op_type == 'DequantizeLinear' for d in dqs):
+            continue
+        oc = cons[n.output[0]]
+        if len(oc) != 1 or oc[0].op_type != 'QuantizeLinear' or n.output[0] in outs_names:
+            continue
+        q = oc[0]
+        for d in dqs:
+            union(d.input[0], q.output[0])
+        cands.append((n, dqs, q))
+    # every place a quantized tensor's scale is named
+    refs = collections.defaultdict(list)
+    for n in g.node:
+        if n.op_type == 'QuantizeLinear':
+            refs[n.output[0]].append((n, 1, 2))
+        elif n.op_type == 'DequantizeLinear' and n.input[0] not in inits:
+            refs[n.input[0]].append((n, 1, 2))
+        elif n.op_type == 'QLinearConv':
+            refs[n.input[0]].append((n, 1, 2)); refs[n.output[0]].append((n, 6, 7))
+    groups = collections.defaultdict(set)
+    for t in list(parent):
+        groups[find(t)].add(t)
+    old_xs = {id(n): float(numpy_helper.to_array(inits[n.input[1]])) for n in g.node if n.op_type == 'QLinearConv'}
+    for k, (root, ts) in enumerate(groups.items()):
+        sc = []
+        for t in ts:
+            for n, si, zi in refs[t]:
+                sc.append(float(numpy_helper.to_array(inits[n.input[si]])))
+                assert not numpy_helper.to_array(inits[n.input[zi]]).any(), 'needs symmetric activations'
+        s = np.float32(max(sc))
+        name = 'shared_scale_%d' % k
+        g.initializer.append(numpy_helper.from_array(np.array(s, np.float32), name))
+        for t in ts:
+            for n, si, zi in refs[t]:
+                n.input[si] = name
+    inits = {i.name: i for i in g.initializer}
+    for n in g.node:  # re-quantize biases of QLinearConvs whose input scale changed
+        if n.op_type == 'QLinearConv' and len(n.input) > 8:
+            xs_new = float(numpy_helper.to_array(inits[n.input[1]]))
+            if xs_new == old_xs[id(n)]:
+                continue
+            ws = numpy_helper.to_array(inits[n.input[4]]).astype(np.float64)
+            b = inits[n.input[8]]
+            bf = numpy_helper.to_array(b).astype(np.float64) * old_xs[id(n)] * ws
+            nb = numpy_helper.from_array(np.round(bf / (xs_new * ws)).astype(np.int32), b.name + '_rq')
+            g.initializer.append(nb); n.input[8] = nb.name
+    drop = set()
+    for n, dqs, q in cands:
+        k = 0
+        for i in range(len(n.input)):
+            if n.op_type == 'MaxPool' and i > 0:
+                break
+            n.input[i] = dqs[k].input[0]; k += 1
+        n.output[0] = q.output[0]
+        drop.add(id(q))
+    nodes = [n for n in g.node if id(n) not in drop]
+    while True:
+        used = {i for n in nodes for i in n.input} | outs_names
+        keep = [n for n in nodes if not (n.op_type == 'DequantizeLinear' and n.output[0] not in used)]
+        if len(keep) == len(nodes):
+            break
+        nodes = keep
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    keep_inits = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep_inits)
+    onnx.checker.check_model(m)
+    onnx.save(m, path_out)
+    return len(cands)
+
+
+def im2col_in_graph(path_in, path_out, strided=False, skip_stem=True):
+    """Experiment: express each stride-1 3x3 QLinearConv as int8 Pad -> 9 Slices -> Concat ->
+    1x1 QLinearConv (weights re-laid out tap-major), so tract takes the einsum path (activation
+    packing by OptMatMulPack) instead of its eager quantized Im2col."""
+    m = onnx.load(path_in)
+    m = onnx.shape_inference.infer_shapes(m)
+    g = m.graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in list(g.value_info) + list(g.input)}
+    inits = {i.name: i for i in g.initializer}
+    out_nodes, k = [], 0
+    c64 = lambda name, v: g.initializer.append(numpy_helper.from_array(np.array(v, np.int64), name))
+    for n in g.node:
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        st = list(a.get('strides', [1, 1]))
+        if (n.op_type != 'QLinearConv' or list(a.get('kernel_shape', [])) != [3, 3] or a.get('group', 1) != 1
+                or st[0] != st[1] or (st[0] > 1 and not strided) or list(a.get('dilations', [1, 1])) != [1, 1]
+                or n.input[0] not in shapes or n.output[0] not in shapes or (skip_stem and shapes[n.input[0]][1] < 8)):
+            out_nodes.append(n); continue
+        _, C, H, W = shapes[n.input[0]]
+        _, _, Ho, Wo = shapes[n.output[0]]
+        pads = list(a.get('pads', [0] * 4)); s_ = st[0]
+        p = 'i2c%d_' % k; k += 1
+        src = n.input[0]
+        if any(pads):
+            c64(p + 'pads', [0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]])
+            out_nodes.append(helper.make_node('Pad', [n.input[0], p + 'pads', n.input[2]], [p + 'xp'], mode='constant'))
+            src = p + 'xp'
+        taps = []
+        c64(p + 'axes', [2, 3]); c64(p + 'steps', [s_, s_])
+        for t in range(9):
+            ky, kx = divmod(t, 3)
+            # ends as offsets from the padded size, so the graph is not pinned to one input size
+            # (set_input_size.py can re-declare it); INT64_MAX = "to the end"
+            ends = []
+            for kk, L, O in ((ky, H + pads[0] + pads[2], Ho), (kx, W + pads[1] + pads[3], Wo)):
+                e = kk + (O - 1) * s_ + 1
+                ends.append(e - L if e < L else np.iinfo(np.int64).max)
+            c64(p + 's%d' % t, [ky, kx]); c64(p + 'e%d' % t, ends)
+            ins = [src, p + 's%d' % t, p + 'e%d' % t, p + 'axes'] + ([p + 'steps'] if s_ > 1 else [])
+            out_nodes.append(helper.make_node('Slice', ins, [p + 't%d' % t]))
+            taps.append(p + 't%d' % t)
+        out_nodes.append(helper.make_node('Concat', taps, [p + 'cat'], axis=1))
+        w = numpy_helper.to_array(inits[n.input[3]])
+        w2 = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(w.shape[0], 9 * C, 1, 1))
+        g.initializer.append(numpy_helper.from_array(w2, p + 'w'))
+        ins = list(n.input); ins[0] = p + 'cat'; ins[3] = p + 'w'
+        out_nodes.append(helper.make_node('QLinearConv', ins, list(n.output), name=n.name + '_1x1',
+                                          kernel_shape=[1, 1], pads=[0, 0, 0, 0], strides=[1, 1]))
+    del g.node[:]
+    g.node.extend(out_nodes)
+    del g.value_info[:]
+    used = {i for n in out_nodes for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.checker.check_model(m)
+    onnx.save(m, path_out)
+    return k
+
+
+def drop_float_qdq(path_in, path_out):
+    """Remove Q->DQ round trips between two float ops (e.g. Resize->Q->DQ->Add, Split->Q->DQ->Sigmoid):
+    a QuantizeLinear whose input comes from a float op (not a DequantizeLinear) and whose every consumer
+    is a DequantizeLinear feeding only float ops that are not the head of a DQ->op->Q lookup-table
+    chain and not a QLinearConv. Keeps every int8 path; makes the float paths closer to FP32."""
+    m = onnx.load(path_in)
+    g = m.graph
+    prod = {o: n for n in g.node for o in n.output}
+    cons = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            cons[i].append(n)
+    inits = {i.name: i for i in g.initializer}
+    rename, drop = {}, set()
+    for q in g.node:
+        if q.op_type != 'QuantizeLinear' or q.input[0] in inits or q.input[0] == 'input':
+            continue
+        src = prod.get(q.input[0])
+        if src is None or src.op_type in ('DequantizeLinear', 'QLinearConv'):
+            continue
+        dqs = cons[q.output[0]]
+        if not dqs or any(d.op_type != 'DequantizeLinear' for d in dqs):
+            continue
+        ok = not any(d.output[0] in {o.name for o in g.output} for d in dqs)
+        for d in dqs:
+            for c in cons[d.output[0]]:
+                # a DQ->elementwise->Q chain becomes a tract LookupTable: keep it
+                if c.op_type in ('QLinearConv', 'QuantizeLinear'):
+                    ok = False
+                if c.op_type in ('LeakyRelu', 'Sigmoid', 'Relu') and all(x.op_type == 'QuantizeLinear' for x in cons[c.output[0]]):
+                    ok = False
+        if not ok:
+            continue
+        for d in dqs:
+            rename[d.output[0]] = q.input[0]; drop.add(id(d))
+        drop.add(id(q))
+    nodes = [n for n in g.node if id(n) not in drop]
+    for n in nodes:
+        for i, x in enumerate(n.input):
+            if x in rename:
+                n.input[i] = rename[x]
+    outs = {o.name for o in g.output}
+    assert not (set(rename) & outs)
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.checker.check_model(m)
+    onnx.save(m, path_out)
+    return len(rename)
+
+
+def stem_conv_names(path):
+    """tf2onnx names nodes non-deterministically: find the 3-channel stem Conv by structure."""
+    m = onnx.load(path)
+    return [n.name for n in m.graph.node if n.op_type == 'Conv' and n.input[0] == m.graph.input[0].name]
+
+
+def _resize_scales(g, n):
+    inits = {i.name: i for i in g.initializer}
+    if n.op_type != 'Resize' or len(n.input) < 3 or n.input[2] not in inits:
+        return None
+    return [float(v) for v in numpy_helper.to_array(inits[n.input[2]])]
+
+
+def resize_down_to_avgpool(path_in, path_out):
+    """Resize x0.5, linear, half_pixel samples at (2i+0.5): exactly the mean of the 2x2 block,
+    i.e. AveragePool 2x2 stride 2 (for even sizes, which the multiple-of-32 input guarantees).
+    Exact rewrite; tract's pooling is cheaper than its generic Resize."""
+    m = onnx.load(path_in); g = m.graph; k = 0
+    for n in g.node:
+        sc = _resize_scales(g, n)
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        if sc == [1.0, 1.0, 0.5, 0.5] and a.get('mode') == b'linear' and a.get('coordinate_transformation_mode') == b'half_pixel':
+            x = n.input[0]
+            del n.input[:]; n.input.append(x); del n.attribute[:]
+            n.op_type = 'AveragePool'
+            n.attribute.extend([helper.make_attribute('kernel_shape', [2, 2]), helper.make_attribute('strides', [2, 2])])
+            k += 1
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]; g.initializer.extend(keep)
+    onnx.checker.check_model(m); onnx.save(m, path_out)
+    return k
+
+
+def upsample_nearest_int8(path_in, path_out):
+    """APPROXIMATION: replace DQ -> Resize x2 (bilinear) by an int8 nearest-neighbour upsample
+    (Reshape -> Expand -> Reshape on the quantized tensor) -> DQ. Data movement only, no float.
+    Changes the model's maths (nearest instead of bilinear): ship only if detections hold."""
+    m = onnx.load(path_in); g = m.graph
+    prod = {o: n for n in g.node for o in n.output}
+    c64 = lambda name, v: g.initializer.append(numpy_helper.from_array(np.array(v, np.int64), name))
+    c64('nn_r6', [0, 0, 0, 1, -1, 1]); c64('nn_e6', [1, 1, 1, 2, 1, 2]); c64('nn_m4', [1, 1, 2, 2])
+    out, k = [], 0
+    for n in g.node:
+        sc = _resize_scales(g, n)
+        dq = prod.get(n.input[0])
+        if sc != [1.0, 1.0, 2.0, 2.0]:
+            out.append(n); continue
+        p = 'nn%d_' % k; k += 1
+        # on the int8 tensor when the input is dequantized, else (after a float Add) in float
+        q = dq.input[0] if dq is not None and dq.op_type == 'DequantizeLinear' else n.input[0]
+        last = [p + 'u'] if q != n.input[0] else [n.output[0]]
+        out += [helper.make_node('Reshape', [q, 'nn_r6'], [p + 'r']),
+                helper.make_node('Expand', [p + 'r', 'nn_e6'], [p + 'e']),
+                helper.make_node('Shape', [q], [p + 's']),
+                helper.make_node('Mul', [p + 's', 'nn_m4'], [p + 's2']),
+                helper.make_node('Reshape', [p + 'e', p + 's2'], last)]
+        if q != n.input[0]:
+            out.append(helper.make_node('DequantizeLinear', [p + 'u', dq.input[1], dq.input[2]], [n.output[0]]))
+    del g.node[:]; g.node.extend(out)
+    # drop DQs left without consumers
+    used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+    keepn = [n for n in g.node if not (n.op_type == 'DequantizeLinear' and n.output[0] not in used)]
+    del g.node[:]; g.node.extend(keepn)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]; g.initializer.extend(keep)
+    onnx.checker.check_model(m); onnx.save(m, path_out)
+    return k
+
+
+# Variant = base quantization + rewrite steps. Base keys: <fmt>_<pt|pc>_<u8|s8sym>[_f1][_<calib>]
+#   fmt qop (QOperator, Conv only) or qdq; pt per-tensor / pc per-channel weights; u8 asymmetric or
+#   s8 symmetric activations; f1 = stem conv left in float; calib minmax (default) / pct / entropy.
+# Steps: hyb (DQ->Conv->Q => QLinearConv), p2 (power-of-two scales, with hyb), cat (int8 Concat/MaxPool),
+#   i2c / i2cs / i2cs_stem (im2col in the graph: stride-1 3x3 / + stride-2 / + stem), fq (drop float
+#   Q->DQ round trips), pool (Resize x0.5 -> AveragePool, exact), nn (int8 nearest upsample, approx.)
+def parse(name):
+    """'hyb_pt_s8sym_cat_i2c_fq' -> (base key, steps)."""
+    t = name.split('_')
+    fmt = t[0]; assert fmt in ('qop', 'qdq', 'hyb'), name
+    base = ['qdq' if fmt == 'hyb' else fmt, t[1], t[2]]
+    rest = t[3:]
+    steps = ['hyb'] if fmt == 'hyb' else []
+    for x in rest:
+        if x in ('f1', 'minmax', 'pct', 'entropy'):
+            base.append(x)
+        elif x == 'stem' and steps and steps[-1] == 'i2cs':
+            steps[-1] = 'i2cs_stem'
+        else:
+            steps.append(x)
+    return '_'.join(base), steps
+
+
+def make_base(pre, out, key):
+    t = key.split('_')
+    fmt = {'qop': QuantFormat.QOperator, 'qdq': QuantFormat.QDQ}[t[0]]
+    pc = {'pt': False, 'pc': True}[t[1]]
+    act, sym = {'u8': (QuantType.QUInt8, False), 's8sym': (QuantType.QInt8, True), 's8': (QuantType.QInt8, False)}[t[2]]
+    calib = next((x for x in t[3:] if x in CALIB_METHODS), 'minmax')
+    exclude = stem_conv_names(pre) if 'f1' in t[3:] else None
+    ops = ['Conv'] if fmt == QuantFormat.QOperator else None
+    quant(pre, out, fmt, pc, act, sym, ops, exclude, calib)
+
+
+def make(src, outdir, name):
+    os.makedirs(outdir, exist_ok=True)
+    o = lambda n: os.path.join(outdir, 'nanodet_int8_%s.onnx' % n)
+    if os.path.exists(o(name)):
+        return o(name)
+    pre = os.path.join(outdir, 'nanodet_fp32_pre.onnx')
+    if not os.path.exists(pre):
+        quant_pre_process(src, pre, skip_symbolic_shape=True)
+    base, steps = parse(name)
+    if not os.path.exists(o(base)):
+        make_base(pre, o(base), base)
+        print(base, 'quantized', flush=True)
+    cur = base
+    for i, st in enumerate(steps):
+        nxt = '_'.join([base] + steps[:i + 1])
+        if st == 'hyb' and i + 1 < len(steps) and steps[i + 1] == 'p2':
+            continue
+        if os.path.exists(o(nxt)):
+            cur = nxt; continue
+        if st in ('hyb', 'p2'):
+            r = qdq_conv_to_qlinearconv(o(cur), o(nxt), pow2=(st == 'p2'))
+        elif st == 'cat':
+            r = int8_concat(o(cur), o(nxt))
+        elif st in ('i2c', 'i2cs', 'i2cs_stem'):
+            r = im2col_in_graph(o(cur), o(nxt), strided=(st != 'i2c'), skip_stem=(st != 'i2cs_stem'))
+        elif st == 'fq':
+            r = drop_float_qdq(o(cur), o(nxt))
+        elif st == 'pool':
+            r = resize_down_to_avgpool(o(cur), o(nxt))
+        elif st == 'nn':
+            r = upsample_nearest_int8(o(cur), o(nxt))
+        else:
+            raise SystemExit('unknown step %r in %s' % (st, name))
+        print('  %s: %s -> %s' % (st, nxt, r), flush=True)
+        cur = nxt
+    if o(cur) != o(name):
+        import shutil
+        shutil.copyfile(o(cur), o(name))
+    return o(name)
+
+
+def main():
+    src, outdir = sys.argv[1], sys.argv[2]
+    for name in sys.argv[3:]:
+        p = make(src, outdir, name)
+        mm = onnx.load(p)
+        print(name, os.path.getsize(p), dict(collections.Counter(n.op_type for n in mm.graph.node)), flush=True)
+
+
+if __name__ == '__main__':
+    main()

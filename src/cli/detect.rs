@@ -1,0 +1,124 @@
+//! `lookout detect IMAGE…`: one-shot detection on photos.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::detect::{self, Detector, DetectorConfig, ModelSource};
+use crate::preprocess::ResizeMode;
+
+/// Arguments of `lookout detect`.
+#[derive(Args, Debug, Clone)]
+pub struct DetectArgs {
+    /// JPEG or PNG files to look at.
+    #[arg(required = true, value_name = "IMAGE")]
+    pub images: Vec<PathBuf>,
+    /// ONNX model file (default: the INT8 NanoDet-g 416 built into lookout).
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+    /// Minimum score to report, 0..1.
+    #[arg(long, value_name = "X", default_value_t = 0.35)]
+    pub threshold: f32,
+    /// Threads for the model's matrix products.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+    /// Fit images by stretching instead of letterboxing.
+    #[arg(long)]
+    pub stretch: bool,
+    /// One JSON object per image on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One image's result, as printed by `--json`.
+#[derive(Serialize, Debug)]
+pub struct ImageResult {
+    /// The path as given.
+    pub file: String,
+    /// Image width in pixels.
+    pub width: u32,
+    /// Image height in pixels.
+    pub height: u32,
+    /// Objects found, best first.
+    pub detections: Vec<JsonDetection>,
+}
+
+/// One detection, as printed by `--json`.
+#[derive(Serialize, Debug)]
+pub struct JsonDetection {
+    /// COCO label.
+    pub label: String,
+    /// Index into the label list.
+    pub class_id: usize,
+    /// Confidence 0..1.
+    pub score: f32,
+    /// `[x0, y0, x1, y1]` in image pixels.
+    #[serde(rename = "box")]
+    pub bbox: [f32; 4],
+}
+
+/// Runs the subcommand. Errors that concern one image are printed and counted; the others
+/// are still processed. Returns `Ok(false)` if any image failed.
+pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
+    if !(0.0..=1.0).contains(&args.threshold) {
+        anyhow::bail!("--threshold {} is outside 0..1", args.threshold);
+    }
+    if args.threads == 0 {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    let cfg = DetectorConfig {
+        model: args.model.clone().map_or(ModelSource::Embedded, ModelSource::File),
+        score_threshold: args.threshold,
+        threads: args.threads,
+        resize: if args.stretch { ResizeMode::Stretch } else { ResizeMode::Letterbox },
+        ..DetectorConfig::default()
+    };
+    let detector = Detector::load(&cfg)?;
+    let mut all_ok = true;
+    for path in &args.images {
+        let result = detect::read_rgb_image(path).and_then(|(rgb, w, h)| {
+            detector.detect_rgb(&rgb, w, h).map(|d| (d, w, h)).map_err(|e| format!("{}: {e}", path.display()))
+        });
+        let (dets, width, height) = match result {
+            Ok(r) => r,
+            Err(msg) => {
+                eprintln!("lookout: {msg}");
+                all_ok = false;
+                continue;
+            }
+        };
+        let res = ImageResult {
+            file: path.display().to_string(),
+            width,
+            height,
+            detections: dets
+                .iter()
+                .map(|d| JsonDetection {
+                    label: detect::label(d.class_id),
+                    class_id: d.class_id,
+                    score: (d.score * 1e4).round() / 1e4,
+                    bbox: d.bbox.to_array().map(|v| (v * 10.0).round() / 10.0),
+                })
+                .collect(),
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&res)?);
+        } else {
+            print_table(&res);
+        }
+    }
+    Ok(all_ok)
+}
+
+fn print_table(res: &ImageResult) {
+    println!("{} ({}x{}): {} object(s)", res.file, res.width, res.height, res.detections.len());
+    if res.detections.is_empty() {
+        return;
+    }
+    println!("  {:<16} {:>6}  {:>7} {:>7} {:>7} {:>7}", "label", "score", "x0", "y0", "x1", "y1");
+    for d in &res.detections {
+        let [x0, y0, x1, y1] = d.bbox;
+        println!("  {:<16} {:>6.2}  {:>7.1} {:>7.1} {:>7.1} {:>7.1}", d.label, d.score, x0, y0, x1, y1);
+    }
+}

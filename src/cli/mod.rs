@@ -1,0 +1,5 @@
+//! Command-line subcommands: each file turns parsed arguments into library calls and
+//! prints for people (tables) or machines (`--json`).
+
+pub mod detect;
+pub mod run;

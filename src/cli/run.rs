@@ -1,0 +1,164 @@
+//! `lookout run [--config FILE]`: the daemon. With no configuration it runs the built-in
+//! defaults — the embedded model on the bundled demo clip — and ends with the clip.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::config::{Config, ConfigErrors};
+use crate::pipeline::{self, EndReason, Parts, RunOptions, Summary};
+use crate::service::{Notifier, Signals};
+
+/// Arguments of `lookout run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Configuration file (TOML). Without it: built-in defaults on the bundled demo clip.
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Write one JSON line per processed frame (tracks with ids and boxes) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub tracks_out: Option<PathBuf>,
+}
+
+/// How `run` ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configuration is invalid (exit status 78).
+    #[error("{0}")]
+    Config(#[from] ConfigErrors),
+    /// Anything else (exit status 1).
+    #[error(transparent)]
+    Runtime(#[from] anyhow::Error),
+}
+
+/// Loads the configuration named on the command line, or the built-in defaults.
+pub fn load_config(path: Option<&PathBuf>) -> Result<Config, ConfigErrors> {
+    match path {
+        Some(p) => Config::load(p),
+        None => Ok(Config::default()),
+    }
+}
+
+/// Runs the daemon until the source ends or a signal stops it.
+pub fn run(args: &RunArgs) -> Result<(), RunError> {
+    match &args.config {
+        None => log::info!(
+            LOOKOUT_EVENT = "config";
+            "no configuration given: built-in defaults, bundled demo clip (640x480, 10 fps, 200 frames) with the embedded INT8 model; use --config FILE for a camera"
+        ),
+        Some(p) => log::info!(LOOKOUT_EVENT = "config"; "configuration {}", p.display()),
+    }
+    let mut cfg = load_config(args.config.as_ref())?;
+    let signals = Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+    let notifier = Arc::new(Notifier::from_env());
+    let mut parts = pipeline::build(&cfg, None).map_err(anyhow::Error::from)?;
+    let opts = RunOptions {
+        tracks_out: args.tracks_out.clone(),
+        stop: signals.stop.clone(),
+        reload: signals.reload.clone(),
+        notifier: Some(notifier.clone()),
+        ..RunOptions::default()
+    };
+    let mut all: Vec<Summary> = Vec::new();
+    loop {
+        let summary = pipeline::run_with(&cfg, &opts, &mut parts).map_err(anyhow::Error::from)?;
+        let end = summary.end.clone();
+        all.push(summary);
+        if end != EndReason::Reload {
+            break;
+        }
+        signals.reload.store(false, std::sync::atomic::Ordering::Relaxed);
+        notifier.reloading();
+        reload(args, &mut cfg, &mut parts);
+        notifier.reloaded();
+    }
+    notifier.stopping();
+    if let Some(last) = all.last() {
+        log_summary(last, all.iter().map(|s| s.total.processed).sum());
+    }
+    Ok(())
+}
+
+/// Applies a new configuration after SIGHUP, restarting only what changed; an invalid one is
+/// logged with its reasons and the running one stays.
+fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
+    let Some(path) = &args.config else {
+        log::warn!(LOOKOUT_EVENT = "reload"; "SIGHUP: no configuration file to reload (running built-in defaults)");
+        return;
+    };
+    let new = match Config::load(path) {
+        Ok(c) => c,
+        Err(errs) => {
+            for e in &errs.0 {
+                log::error!(LOOKOUT_EVENT = "reload_rejected", CONFIG_KEY = e.key.as_str(); "reload rejected: {e}");
+            }
+            log::warn!(LOOKOUT_EVENT = "reload_rejected"; "keeping the running configuration");
+            return;
+        }
+    };
+    let mut changed = Vec::new();
+    let core_map = pipeline::CoreMap::plan(&new, pipeline::core_count());
+    if new.model != cfg.model || core_map != parts.core_map {
+        match pipeline::load_detector(&new, &core_map) {
+            Ok(d) => {
+                parts.detector = d;
+                parts.core_map = core_map;
+                changed.push("model");
+            }
+            Err(e) => {
+                log::error!(LOOKOUT_EVENT = "reload_rejected"; "reload rejected: {e}; keeping the running configuration");
+                return;
+            }
+        }
+    }
+    if new.source != cfg.source {
+        match crate::source::open(&new.source.spec, &pipeline::source_options(&new, None)) {
+            Ok(s) => {
+                parts.source = s;
+                changed.push("source");
+            }
+            Err(e) => log::error!(LOOKOUT_EVENT = "reload_rejected"; "new source rejected, keeping the old one: {e}"),
+        }
+    }
+    if new.tracker != cfg.tracker {
+        match crate::track::Tracker::new(new.tracker.clone()) {
+            Ok(t) => {
+                parts.tracker = t;
+                changed.push("tracker");
+            }
+            Err(e) => log::error!(LOOKOUT_EVENT = "reload_rejected"; "new tracker settings rejected: {e}"),
+        }
+    }
+    if new.pipeline != cfg.pipeline || new.output != cfg.output {
+        changed.push("pipeline/output");
+    }
+    *cfg = new;
+    let what = if changed.is_empty() { "nothing changed".to_string() } else { changed.join(", ") };
+    log::info!(LOOKOUT_EVENT = "reloaded"; "configuration {} reloaded: {what}", path.display());
+}
+
+fn log_summary(s: &Summary, frames: u64) {
+    let r = &s.report;
+    let how = match s.end {
+        EndReason::EndOfSource => "end of source",
+        EndReason::Limit => "limit reached",
+        EndReason::Stopped => "stopped by signal",
+        EndReason::Reload => "reload",
+    };
+    log::info!(
+        LOOKOUT_EVENT = "summary",
+        FPS = r.fps,
+        DETECT_FPS = r.detect_fps,
+        MODEL_TIME_MS = r.model_time_ms,
+        MODEL_TIME_P95_MS = r.model_time_p95_ms,
+        TRACK_TIME_MS = r.track_time_ms,
+        FRAME_AGE_MS = r.frame_age_ms,
+        FRAME_AGE_P95_MS = r.frame_age_p95_ms,
+        FRAMES_DROPPED = s.total.dropped,
+        TRACKS = s.tracks_started,
+        FRAMES = frames;
+        "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen",
+        r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started
+    );
+}

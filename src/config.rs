@@ -1,0 +1,397 @@
+//! The configuration file (TOML): serde structs with defaults, strict parsing (unknown keys
+//! are errors) and validation whose every error names the key path, the line and column,
+//! what was expected and what was found.
+//!
+//! With no file at all, [`Config::default`] runs the bundled demo clip with the embedded
+//! model — the README's "main job". The shipped `systemd/lookout.toml` names `/dev/video0`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::{DetectorConfig, ModelSource, labels};
+use crate::preprocess::ResizeMode;
+use crate::track::TrackerConfig;
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where frames come from.
+    pub source: SourceConfig,
+    /// The detector.
+    pub model: ModelConfig,
+    /// Scheduling and threads.
+    pub pipeline: PipelineConfig,
+    /// The tracker.
+    pub tracker: TrackerConfig,
+    /// What is reported and where.
+    pub output: OutputConfig,
+}
+
+/// `[source]`
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SourceConfig {
+    /// `/dev/videoN`, `FILE.mjpeg`, `FILE.y4m`, `DIR/`, or `demo` (the bundled clip).
+    pub spec: String,
+    /// Requested capture width (V4L2); 0 = the device's current setting.
+    pub width: u32,
+    /// Requested capture height (V4L2); 0 = the device's current setting.
+    pub height: u32,
+    /// Requested pixel format FourCC (V4L2), e.g. `YUYV`, `MJPG`; empty = best available.
+    pub format: String,
+    /// Requested frame rate (V4L2) or replay rate for files without one; 0 = default.
+    pub fps: u32,
+    /// Replay files at their frame rate (like a camera); false = as fast as possible.
+    pub realtime: bool,
+    /// Start a file over when it ends.
+    #[serde(rename = "loop")]
+    pub looped: bool,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig {
+            spec: "demo".into(),
+            width: 640,
+            height: 480,
+            format: String::new(),
+            fps: 0,
+            realtime: true,
+            looped: false,
+        }
+    }
+}
+
+/// `[model]`
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// ONNX file; empty = the INT8 NanoDet-g 416 built into the binary.
+    pub file: String,
+    /// Input `[width, height]` (multiples of 32); empty = what the model file declares.
+    pub input_size: Vec<u32>,
+    /// Minimum score of a detection, 0..1.
+    pub threshold: f32,
+    /// Class-aware NMS IoU threshold, 0..1.
+    pub iou_threshold: f32,
+    /// Most detections per frame.
+    pub max_detections: usize,
+    /// Threads for the model's matrix products.
+    pub threads: usize,
+    /// `letterbox` or `stretch`.
+    pub resize: ResizeMode,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            file: String::new(),
+            input_size: Vec::new(),
+            threshold: 0.35,
+            iou_threshold: 0.6,
+            max_detections: 100,
+            threads: 1,
+            resize: ResizeMode::Letterbox,
+        }
+    }
+}
+
+/// `[pipeline]`
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Run the detector every N frames (it runs asynchronously; tracking fills the gaps).
+    pub detect_every: u32,
+    /// Pin threads to cores (false: let the kernel schedule them).
+    pub pin_threads: bool,
+    /// Core for the capture thread; absent = automatic (see ARCHITECTURE.md).
+    pub capture_core: Option<usize>,
+    /// Core for the tracking thread; absent = automatic.
+    pub track_core: Option<usize>,
+    /// Cores for the detector (first one runs the detector thread, all of them the model's
+    /// matrix products); empty = automatic.
+    pub detect_cores: Vec<usize>,
+    /// Seconds between stats reports.
+    pub stats_interval: f64,
+    /// Width of the grayscale plane the tracker works on (frames are downscaled to it).
+    pub track_width: u32,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            detect_every: 5,
+            pin_threads: true,
+            capture_core: None,
+            track_core: None,
+            detect_cores: Vec::new(),
+            stats_interval: 10.0,
+            track_width: 320,
+        }
+    }
+}
+
+/// `[output]`
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// COCO labels to report; empty = all 80.
+    pub labels: Vec<String>,
+    /// Write one JSON line per processed frame here; empty = off.
+    pub tracks_file: String,
+}
+
+/// A configuration problem, located in the file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {key}: {message}")]
+pub struct ConfigError {
+    /// The file (or `<built-in>`).
+    pub file: String,
+    /// Dotted key path, e.g. `model.threshold`.
+    pub key: String,
+    /// 1-based line (0 when the key is absent from the file).
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+/// All problems found in one file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Byte span of the value at a dotted key path, if present in the document.
+fn span_of(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let mut table = doc.get_ref();
+    let parts: Vec<&str> = key.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *part)?;
+        if i + 1 == parts.len() {
+            return Some(v.span().start.min(k.span().start)..v.span().end);
+        }
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => table = t,
+            _ => return Some(v.span()),
+        }
+    }
+    None
+}
+
+impl Config {
+    /// Reads, parses and validates a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                file: file.clone(),
+                key: "(file)".into(),
+                line: 0,
+                column: 0,
+                message: format!("cannot read the configuration file: {e}"),
+            }])
+        })?;
+        Config::parse(&text, &file)
+    }
+
+    /// Parses and validates TOML text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
+        let de = toml::Deserializer::parse(text).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            ConfigErrors(vec![ConfigError {
+                file: file.into(),
+                key: "(syntax)".into(),
+                line,
+                column,
+                message: format!("not valid TOML: {}", e.message().trim()),
+            }])
+        })?;
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            let (line, column) = inner.span().map_or((0, 0), |s| line_col(text, s.start));
+            ConfigErrors(vec![ConfigError {
+                file: file.into(),
+                key,
+                line,
+                column,
+                message: inner.message().trim().to_string(),
+            }])
+        })?;
+        let problems = cfg.problems();
+        if problems.is_empty() {
+            return Ok(cfg);
+        }
+        Err(ConfigErrors(
+            problems
+                .into_iter()
+                .map(|(key, message)| {
+                    let (line, column) = span_of(text, &key).map_or((0, 0), |s| line_col(text, s.start));
+                    ConfigError { file: file.into(), key, line, column, message }
+                })
+                .collect(),
+        ))
+    }
+
+    /// Semantic checks: `(key path, "expected …, found …")` for every problem.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut p = Vec::new();
+        let mut bad = |k: &str, m: String| p.push((k.to_string(), m));
+        let s = &self.source;
+        if s.spec.trim().is_empty() {
+            bad("source.spec", "expected a device (/dev/videoN), a file (.mjpeg/.y4m), a directory or \"demo\", found an empty string".into());
+        } else if s.spec.starts_with("/dev/") {
+            if !Path::new(&s.spec).exists() {
+                bad("source.spec", format!("expected an existing V4L2 device, found {} (no such device)", s.spec));
+            }
+        } else if s.spec != "demo" && !Path::new(&s.spec).exists() {
+            bad("source.spec", format!("expected an existing file or directory, found {} (not found)", s.spec));
+        }
+        if s.width > 16384 || s.height > 16384 || (s.width == 0) != (s.height == 0) {
+            bad("source.width", format!("expected width and height both 0 (device default) or both in 1..=16384, found {}x{}", s.width, s.height));
+        }
+        if !s.format.is_empty() && (s.format.len() != 4 || !s.format.is_ascii()) {
+            bad("source.format", format!("expected a 4-character FourCC like \"YUYV\" or \"MJPG\", found {:?}", s.format));
+        }
+        if s.fps > 1000 {
+            bad("source.fps", format!("expected 0 (default) or 1..=1000, found {}", s.fps));
+        }
+        let m = &self.model;
+        if !m.file.is_empty() {
+            match std::fs::File::open(&m.file) {
+                Ok(_) => {}
+                Err(e) => bad("model.file", format!("expected a readable ONNX file, found {} ({e})", m.file)),
+            }
+        }
+        match m.input_size.as_slice() {
+            [] => {}
+            [w, h] if *w > 0 && *h > 0 && w % 32 == 0 && h % 32 == 0 && *w <= 2048 && *h <= 2048 => {}
+            other => bad("model.input_size", format!("expected [width, height], multiples of 32 up to 2048, found {other:?}")),
+        }
+        if !(m.threshold > 0.0 && m.threshold < 1.0) {
+            bad("model.threshold", format!("expected a score in 0..1 (exclusive), found {}", m.threshold));
+        }
+        if !(m.iou_threshold > 0.0 && m.iou_threshold <= 1.0) {
+            bad("model.iou_threshold", format!("expected a value in 0..=1, found {}", m.iou_threshold));
+        }
+        if m.max_detections == 0 || m.max_detections > 1000 {
+            bad("model.max_detections", format!("expected 1..=1000, found {}", m.max_detections));
+        }
+        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1);
+        if m.threads == 0 || m.threads > 64 {
+            bad("model.threads", format!("expected 1..=64, found {}", m.threads));
+        }
+        let pl = &self.pipeline;
+        if pl.detect_every == 0 || pl.detect_every > 1000 {
+            bad("pipeline.detect_every", format!("expected 1..=1000 frames, found {}", pl.detect_every));
+        }
+        for (k, v) in [("pipeline.capture_core", pl.capture_core), ("pipeline.track_core", pl.track_core)] {
+            if let Some(v) = v.filter(|v| *v >= cores) {
+                bad(k, format!("expected a core in 0..{cores} of this machine, found {v}"));
+            }
+        }
+        if let Some(c) = pl.detect_cores.iter().find(|c| **c >= cores) {
+            bad("pipeline.detect_cores", format!("expected cores in 0..{cores} of this machine, found {c}"));
+        }
+        if !(pl.stats_interval >= 0.5 && pl.stats_interval <= 3600.0) {
+            bad("pipeline.stats_interval", format!("expected seconds in 0.5..=3600, found {}", pl.stats_interval));
+        }
+        if !(32..=1920).contains(&pl.track_width) {
+            bad("pipeline.track_width", format!("expected 32..=1920 pixels, found {}", pl.track_width));
+        }
+        if let Err(e) = self.tracker.validate() {
+            let e = e.with_prefix("tracker");
+            bad(&e.field, e.message);
+        }
+        for l in &self.output.labels {
+            if labels::class_id(l).is_none() {
+                bad("output.labels", format!("expected COCO labels like \"person\", \"car\", \"cat\", found {l:?}"));
+            }
+        }
+        if !self.output.tracks_file.is_empty() {
+            let parent = Path::new(&self.output.tracks_file).parent().filter(|p| !p.as_os_str().is_empty());
+            if parent.is_some_and(|p| !p.is_dir()) {
+                bad("output.tracks_file", format!("expected a path in an existing directory, found {}", self.output.tracks_file));
+            }
+        }
+        p
+    }
+
+    /// The detector settings this configuration asks for.
+    pub fn detector(&self) -> DetectorConfig {
+        let m = &self.model;
+        DetectorConfig {
+            model: if m.file.is_empty() { ModelSource::Embedded } else { ModelSource::File(PathBuf::from(&m.file)) },
+            input_size: match m.input_size.as_slice() {
+                [w, h] => Some((*w, *h)),
+                _ => None,
+            },
+            threads: m.threads,
+            score_threshold: m.threshold,
+            iou_threshold: m.iou_threshold,
+            max_detections: m.max_detections,
+            resize: m.resize,
+        }
+    }
+
+    /// Class ids to report (`None` = all).
+    pub fn label_filter(&self) -> Option<Vec<usize>> {
+        if self.output.labels.is_empty() {
+            None
+        } else {
+            Some(self.output.labels.iter().filter_map(|l| labels::class_id(l)).collect())
+        }
+    }
+
+    /// The effective configuration as TOML (what `check-config` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_run_the_demo() {
+        let c = Config::parse("", "t.toml").unwrap();
+        assert_eq!(c.source.spec, "demo");
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let e = Config::parse("[model]\nthreshhold = 0.5\n", "t.toml").unwrap_err();
+        let e = &e.0[0];
+        assert_eq!((e.line, e.key.as_str()), (2, "model.threshhold"));
+        assert!(e.message.contains("unknown field"), "{}", e.message);
+    }
+
+    #[test]
+    fn range_error_names_key_line_and_values() {
+        let e = Config::parse("[pipeline]\n\ndetect_every = 0\n", "t.toml").unwrap_err();
+        let e = &e.0[0];
+        assert_eq!((e.key.as_str(), e.line, e.column), ("pipeline.detect_every", 3, 1));
+        assert!(e.message.contains("found 0"));
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let e = Config::parse("[model]\nthreads = \"two\"\n", "t.toml").unwrap_err();
+        assert_eq!(e.0[0].key, "model.threads");
+        assert_eq!(e.0[0].line, 2);
+    }
+}

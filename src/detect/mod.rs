@@ -1,0 +1,344 @@
+//! The detector: loads an ONNX NanoDet (FP32 or INT8) with tract once, for one fixed input
+//! size, and turns input tensors into detections. The only module that knows about tract.
+
+pub mod decode;
+pub mod labels;
+pub mod nms;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tract_linalg::multithread::{Executor, multithread_tract_scope};
+use tract_onnx::prelude::*;
+
+pub use decode::{OUTPUT_NAMES, RawOutputs};
+pub use labels::COCO80;
+pub use nms::{BBox, Detection, nms};
+
+use crate::preprocess::{self, Mapping, ResizeMode};
+
+/// The default model, compiled into the binary so `lookout` works with no files around it.
+pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../models/nanodet-g-416-int8.onnx");
+/// The name the embedded model is reported under.
+pub const EMBEDDED_MODEL_NAME: &str = "embedded:nanodet-g-416-int8.onnx";
+
+/// Where the model comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelSource {
+    /// The INT8 model compiled into the binary.
+    Embedded,
+    /// An ONNX file.
+    File(PathBuf),
+}
+
+impl ModelSource {
+    /// A human-readable name: the path, or `embedded:…`.
+    pub fn display_name(&self) -> String {
+        match self {
+            ModelSource::Embedded => EMBEDDED_MODEL_NAME.to_string(),
+            ModelSource::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// Everything that decides how the detector is built and how its output is filtered.
+#[derive(Clone, Debug)]
+pub struct DetectorConfig {
+    /// The model.
+    pub model: ModelSource,
+    /// Input `(width, height)`; `None` takes the size the model file declares.
+    pub input_size: Option<(u32, u32)>,
+    /// Threads for tract's matrix products (1 = single-threaded).
+    pub threads: usize,
+    /// Minimum class score to report.
+    pub score_threshold: f32,
+    /// Class-aware NMS IoU threshold.
+    pub iou_threshold: f32,
+    /// Most detections returned per image.
+    pub max_detections: usize,
+    /// How images are fitted into the input.
+    pub resize: ResizeMode,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        DetectorConfig {
+            model: ModelSource::Embedded,
+            input_size: None,
+            threads: 1,
+            score_threshold: 0.35,
+            iou_threshold: 0.6,
+            max_detections: 100,
+            resize: ResizeMode::Letterbox,
+        }
+    }
+}
+
+/// What can go wrong loading or running a model. Every variant names the model.
+#[derive(Debug, thiserror::Error)]
+pub enum DetectError {
+    /// The file cannot be read.
+    #[error("model {model}: cannot read the file: {source}")]
+    Read {
+        /// Model name.
+        model: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes are not an ONNX model tract can parse.
+    #[error("model {model}: not a valid ONNX model ({reason})")]
+    NotOnnx {
+        /// Model name.
+        model: String,
+        /// Parser message.
+        reason: String,
+    },
+    /// The model is ONNX, but not a NanoDet-shaped detector lookout can use.
+    #[error("model {model}: {reason}")]
+    WrongShape {
+        /// Model name.
+        model: String,
+        /// What does not fit.
+        reason: String,
+    },
+    /// Inference failed at run time.
+    #[error("model {model}: inference failed: {reason}")]
+    Run {
+        /// Model name.
+        model: String,
+        /// Engine message.
+        reason: String,
+    },
+    /// The image does not fit the preprocessing.
+    #[error(transparent)]
+    Preprocess(#[from] preprocess::PreprocessError),
+}
+
+/// Facts about the loaded model, for logs and benchmarks.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    /// File or embedded name.
+    pub name: String,
+    /// Input width.
+    pub input_w: u32,
+    /// Input height.
+    pub input_h: u32,
+    /// `int8` when the graph computes on quantized tensors, else `f32`.
+    pub datum: &'static str,
+    /// Threads used by matrix products.
+    pub threads: usize,
+    /// Time to parse, type, optimize and plan the model.
+    pub load_time: Duration,
+}
+
+type Plan = Arc<TypedSimplePlan>;
+
+/// A loaded, optimized model ready to run, plus its decoding settings.
+pub struct Detector {
+    plan: Plan,
+    executor: Executor,
+    info: ModelInfo,
+    cfg: DetectorConfig,
+}
+
+impl std::fmt::Debug for Detector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detector").field("info", &self.info).finish()
+    }
+}
+
+fn is_quantized(dt: DatumType) -> bool {
+    matches!(dt, DatumType::I8 | DatumType::U8) || dt.is_quantized()
+}
+
+impl Detector {
+    /// Loads and optimizes the model with tract's own matmul threading (`threads` threads in a
+    /// private pool when more than one).
+    pub fn load(cfg: &DetectorConfig) -> Result<Detector, DetectError> {
+        let executor = if cfg.threads > 1 {
+            Executor::multithread_with_name(cfg.threads, "lookout-mm")
+        } else {
+            Executor::SingleThread
+        };
+        Self::load_with_executor(cfg, executor)
+    }
+
+    /// Loads the model and runs its matrix products on `pool` (the pipeline builds a pinned
+    /// rayon pool and hands it over here).
+    pub fn load_with_pool(
+        cfg: &DetectorConfig,
+        pool: Option<Arc<rayon::ThreadPool>>,
+    ) -> Result<Detector, DetectError> {
+        let executor = match pool {
+            Some(p) => Executor::MultiThread(p),
+            None => Executor::SingleThread,
+        };
+        Self::load_with_executor(cfg, executor)
+    }
+
+    fn load_with_executor(cfg: &DetectorConfig, executor: Executor) -> Result<Detector, DetectError> {
+        let name = cfg.model.display_name();
+        let t0 = Instant::now();
+        let bytes: std::borrow::Cow<'static, [u8]> = match &cfg.model {
+            ModelSource::Embedded => EMBEDDED_MODEL.into(),
+            ModelSource::File(p) => std::fs::read(p)
+                .map_err(|source| DetectError::Read { model: name.clone(), source })?
+                .into(),
+        };
+        let not_onnx = |e: TractError| DetectError::NotOnnx { model: name.clone(), reason: first_line(&e) };
+        let wrong = |reason: String| DetectError::WrongShape { model: name.clone(), reason };
+        let mut model = tract_onnx::onnx().model_for_read(&mut &bytes[..]).map_err(not_onnx)?;
+        if model.inputs.len() != 1 {
+            return Err(wrong(format!("has {} inputs, expected one image input", model.inputs.len())));
+        }
+        let declared = model
+            .input_fact(0)
+            .ok()
+            .and_then(|f| f.shape.as_concrete_finite().ok().flatten())
+            .map(|s| s.to_vec());
+        let (w, h) = match (cfg.input_size, declared.as_deref()) {
+            (Some(wh), _) => wh,
+            (None, Some([1, 3, h, w])) => (*w as u32, *h as u32),
+            (None, other) => {
+                return Err(wrong(format!(
+                    "input shape {other:?} is not [1, 3, H, W]; give the input size explicitly"
+                )));
+            }
+        };
+        if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
+            return Err(wrong(format!("input size {w}x{h}: both sides must be positive multiples of 32")));
+        }
+        model
+            .select_outputs_by_name(OUTPUT_NAMES)
+            .map_err(|e| wrong(format!("lacks the NanoDet outputs {OUTPUT_NAMES:?} ({})", first_line(&e))))?;
+        let model = model
+            .with_input_fact(0, f32::fact([1, 3, h as usize, w as usize]).into())
+            .and_then(|m| m.into_typed())
+            .map_err(|e| wrong(format!("does not accept a [1, 3, {h}, {w}] f32 input: {}", first_line(&e))))?;
+        // Check the output shapes before optimizing, so a wrong head says so clearly.
+        for (i, (name_i, &stride)) in OUTPUT_NAMES.iter().zip(&[8, 8, 16, 16, 32, 32]).enumerate() {
+            let fact = model.output_fact(i).map_err(|e| wrong(first_line(&e)))?;
+            let cells = (w as usize / stride) * (h as usize / stride);
+            let per_cell = if i % 2 == 0 { decode::NUM_CLASSES } else { 4 * (decode::REG_MAX + 1) };
+            let shape = fact.shape.as_concrete().map(|s| s.to_vec());
+            let ok = shape.as_deref().is_some_and(|s| s.iter().product::<usize>() == cells * per_cell);
+            if !ok || fact.datum_type != f32::datum_type() {
+                return Err(wrong(format!(
+                    "output {name_i} is {:?} {:?}, expected f32 with {cells}x{per_cell} values",
+                    fact.datum_type, shape
+                )));
+            }
+        }
+        let datum = if model.nodes().iter().any(|n| n.outputs.iter().any(|o| is_quantized(o.fact.datum_type))) {
+            "int8"
+        } else {
+            "f32"
+        };
+        let plan = model
+            .into_optimized()
+            .and_then(|m| m.into_runnable())
+            .map_err(|e| wrong(format!("tract cannot optimize it: {}", first_line(&e))))?;
+        let threads = match &executor {
+            Executor::MultiThread(p) => p.current_num_threads(),
+            _ => 1,
+        };
+        let info = ModelInfo { name, input_w: w, input_h: h, datum, threads, load_time: t0.elapsed() };
+        log::info!(
+            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms",
+            info.name,
+            info.input_w,
+            info.input_h,
+            info.datum,
+            info.threads,
+            info.load_time.as_secs_f64() * 1e3
+        );
+        Ok(Detector { plan, executor, info, cfg: cfg.clone() })
+    }
+
+    /// Facts about the loaded model.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// The settings this detector was built with.
+    pub fn config(&self) -> &DetectorConfig {
+        &self.cfg
+    }
+
+    /// Number of floats of one input tensor (`3 × H × W`).
+    pub fn input_len(&self) -> usize {
+        3 * self.info.input_w as usize * self.info.input_h as usize
+    }
+
+    /// Runs the network on a preprocessed NCHW tensor and returns its six raw outputs.
+    pub fn run_raw(&self, input: &[f32]) -> Result<RawOutputs, DetectError> {
+        let run_err = |e: TractError| DetectError::Run { model: self.info.name.clone(), reason: first_line(&e) };
+        let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
+        let tensor = Tensor::from_shape(&shape, input).map_err(run_err)?;
+        let outputs = multithread_tract_scope(self.executor.clone(), || self.plan.run(tvec!(tensor.into())))
+            .map_err(run_err)?;
+        let mut raw = RawOutputs::default();
+        for (i, t) in outputs.iter().enumerate() {
+            let view = t.to_plain_array_view::<f32>().map_err(run_err)?;
+            let v: Vec<f32> = view.iter().copied().collect();
+            if i % 2 == 0 { raw.cls.push(v) } else { raw.reg.push(v) }
+        }
+        Ok(raw)
+    }
+
+    /// Decodes raw outputs into detections mapped to image pixels through `map`.
+    pub fn postprocess(&self, raw: &RawOutputs, map: &Mapping) -> Vec<Detection> {
+        let cands = decode::decode(
+            raw,
+            self.info.input_w as usize,
+            self.info.input_h as usize,
+            self.cfg.score_threshold,
+        );
+        let mut dets = nms(cands, self.cfg.iou_threshold, self.cfg.max_detections);
+        for d in &mut dets {
+            d.bbox = map.to_image(&d.bbox);
+        }
+        dets
+    }
+
+    /// Runs on a preprocessed tensor and returns detections in image pixels.
+    pub fn detect_tensor(&self, input: &[f32], map: &Mapping) -> Result<Vec<Detection>, DetectError> {
+        let raw = self.run_raw(input)?;
+        Ok(self.postprocess(&raw, map))
+    }
+
+    /// Preprocesses a packed RGB image and detects objects in it.
+    pub fn detect_rgb(&self, rgb: &[u8], width: u32, height: u32) -> Result<Vec<Detection>, DetectError> {
+        let mut input = vec![0.0f32; self.input_len()];
+        let map = preprocess::rgb_to_tensor(
+            rgb,
+            width,
+            height,
+            self.info.input_w,
+            self.info.input_h,
+            self.cfg.resize,
+            &mut input,
+        )?;
+        self.detect_tensor(&input, &map)
+    }
+}
+
+/// The first line of an engine error (tract chains long contexts).
+fn first_line(e: &TractError) -> String {
+    let s = format!("{e:#}");
+    s.lines().next().unwrap_or("unknown error").to_string()
+}
+
+/// The label of a class id (`class_<id>` if outside COCO-80).
+pub fn label(class_id: usize) -> String {
+    COCO80.get(class_id).map(|s| s.to_string()).unwrap_or_else(|| format!("class_{class_id}"))
+}
+
+/// Reads an image file (JPEG or PNG) as packed RGB.
+pub fn read_rgb_image(path: &Path) -> Result<(Vec<u8>, u32, u32), String> {
+    let img = image::open(path).map_err(|e| format!("{}: cannot read the image: {e}", path.display()))?;
+    let rgb = img.to_rgb8();
+    let (w, h) = rgb.dimensions();
+    Ok((rgb.into_raw(), w, h))
+}

@@ -1,0 +1,19 @@
+//! lookout: an object-detection daemon for the Raspberry Pi.
+//!
+//! Frames come from a V4L2 camera or a recording (`source`), are turned into the model's
+//! input (`preprocess`), an INT8 NanoDet run by tract finds objects (`detect`). See
+//! `ARCHITECTURE.md` for the map of the code.
+
+pub mod cli;
+pub mod config;
+pub mod detect;
+pub mod frame;
+pub mod logging;
+pub mod output;
+pub mod pipeline;
+pub mod preprocess;
+pub mod service;
+pub mod stats;
+pub mod track;
+pub mod source;
+pub mod cli_sources;

@@ -1,0 +1,73 @@
+//! The `lookout` command: parses arguments and maps results to exit codes
+//! (0 clean, 1 runtime failure, 78 bad configuration — EX_CONFIG, so systemd's
+//! `RestartPreventExitStatus=78` does not restart-loop on a typo).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use lookout::cli;
+
+/// Exit status for a bad configuration (sysexits.h EX_CONFIG).
+const EX_CONFIG: u8 = 78;
+
+/// Object detection for the Raspberry Pi: camera in, tracked objects out.
+#[derive(Parser, Debug)]
+#[command(name = "lookout", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the detection daemon (no config: the bundled demo clip with the embedded model).
+    Run(cli::run::RunArgs),
+    /// Detect objects in photos (one-shot).
+    Detect(cli::detect::DetectArgs),
+    /// Validate a configuration file and print the effective configuration.
+    CheckConfig {
+        /// The TOML file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    lookout::logging::init();
+    match &cli.command {
+        Command::Detect(a) => match cli::detect::run(a) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("lookout: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+        Command::Run(a) => match cli::run::run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(cli::run::RunError::Config(errs)) => {
+                for e in &errs.0 {
+                    log::error!(LOOKOUT_EVENT = "config_error", CONFIG_KEY = e.key.as_str(); "bad configuration: {e}");
+                }
+                ExitCode::from(EX_CONFIG)
+            }
+            Err(e) => {
+                log::error!(LOOKOUT_EVENT = "fatal"; "{e:#}");
+                ExitCode::from(1)
+            }
+        },
+        Command::CheckConfig { file } => match lookout::config::Config::load(file) {
+            Ok(cfg) => {
+                println!("# {}: valid; effective configuration:\n{}", file.display(), cfg.to_toml());
+                ExitCode::SUCCESS
+            }
+            Err(errs) => {
+                for e in &errs.0 {
+                    eprintln!("lookout: bad configuration: {e}");
+                }
+                ExitCode::from(EX_CONFIG)
+            }
+        },
+    }
+}

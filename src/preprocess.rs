@@ -1,0 +1,787 @@
+//! Image → model input tensor: resize (letterbox or stretch), colour order and normalization,
+//! in one pass over the output, with no intermediate image.
+//!
+//! The detector wants NCHW f32, **BGR**, `(px − mean) / std` (see `models/README.md`). The
+//! geometric part is described by a [`Mapping`], which also maps boxes back to the image.
+//!
+//! [`frame_to_tensor`] takes a camera [`Frame`] in any [`PixelFormat`] straight to that tensor:
+//! for each output pixel it bilinearly samples Y, U and V (each on its own grid, so 4:2:2 and
+//! 4:2:0 chroma is upsampled by the same bilinear filter), converts to RGB with the **BT.601
+//! limited-range** matrix and normalizes — no full-size RGB image is ever built for raw
+//! formats. The matrix (Y in 16..235, Cb/Cr in 16..240):
+//!
+//! ```text
+//! R = 1.164383·(Y−16)                     + 1.596027·(Cr−128)
+//! G = 1.164383·(Y−16) − 0.391762·(Cb−128) − 0.812968·(Cr−128)
+//! B = 1.164383·(Y−16) + 2.017232·(Cb−128)
+//! ```
+//!
+//! Interpolating YCbCr and then converting equals converting and then interpolating (the
+//! matrix is affine) except for the final clamp to 0..255, so the result matches
+//! [`rgb_to_tensor`] on the converted image up to rounding. Chroma samples are taken as
+//! centred between their luma pixels (JPEG/MPEG-1 siting).
+//!
+//! MJPEG frames are decoded once with zune-jpeg into [`Scratch`] (zune-jpeg has no
+//! reduced-scale decoding) and the RGB path samples that; [`frame_to_gray`] on the same frame
+//! with the same scratch reuses the decoded image. All per-frame buffers live in [`Scratch`],
+//! so after the first frame of a given geometry the raw-format paths allocate nothing
+//! (zune-jpeg allocates internally per decode).
+
+use std::time::Duration;
+
+use crate::detect::BBox;
+use crate::frame::{Frame, GrayImage, PixelFormat};
+
+/// Per-channel mean, in B, G, R order (NanoDet's training normalization).
+pub const MEAN_BGR: [f32; 3] = [103.53, 116.28, 123.675];
+/// Per-channel standard deviation, in B, G, R order.
+pub const STD_BGR: [f32; 3] = [57.375, 57.12, 58.395];
+
+/// How an image is fitted into the model's input rectangle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResizeMode {
+    /// Keep the aspect ratio, centre the image, pad with black (what NanoDet was trained on).
+    #[default]
+    Letterbox,
+    /// Scale each axis independently to fill the input.
+    Stretch,
+}
+
+/// Where the image lands inside the model input: `input = image * scale + pad`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mapping {
+    /// Horizontal scale image → input.
+    pub scale_x: f32,
+    /// Vertical scale image → input.
+    pub scale_y: f32,
+    /// Left padding in input pixels.
+    pub pad_x: f32,
+    /// Top padding in input pixels.
+    pub pad_y: f32,
+    /// Image width in pixels.
+    pub image_w: u32,
+    /// Image height in pixels.
+    pub image_h: u32,
+}
+
+impl Mapping {
+    /// The mapping of a `image_w × image_h` image into a `input_w × input_h` input.
+    pub fn new(image_w: u32, image_h: u32, input_w: u32, input_h: u32, mode: ResizeMode) -> Mapping {
+        let sx = input_w as f32 / image_w.max(1) as f32;
+        let sy = input_h as f32 / image_h.max(1) as f32;
+        match mode {
+            ResizeMode::Stretch => Mapping { scale_x: sx, scale_y: sy, pad_x: 0.0, pad_y: 0.0, image_w, image_h },
+            ResizeMode::Letterbox => {
+                let s = sx.min(sy);
+                let (w, h) = ((image_w as f32 * s).round(), (image_h as f32 * s).round());
+                Mapping {
+                    scale_x: s,
+                    scale_y: s,
+                    pad_x: ((input_w as f32 - w) / 2.0).floor(),
+                    pad_y: ((input_h as f32 - h) / 2.0).floor(),
+                    image_w,
+                    image_h,
+                }
+            }
+        }
+    }
+
+    /// Maps a box from model-input pixels back to image pixels, clamped to the image.
+    pub fn to_image(&self, b: &BBox) -> BBox {
+        let (w, h) = (self.image_w as f32, self.image_h as f32);
+        BBox::new(
+            ((b.x0 - self.pad_x) / self.scale_x).clamp(0.0, w),
+            ((b.y0 - self.pad_y) / self.scale_y).clamp(0.0, h),
+            ((b.x1 - self.pad_x) / self.scale_x).clamp(0.0, w),
+            ((b.y1 - self.pad_y) / self.scale_y).clamp(0.0, h),
+        )
+    }
+}
+
+/// Precomputed bilinear taps along one axis: for each output coordinate, the two source
+/// indices and the weight of the second one (fixed point, 0..=256).
+#[derive(Clone, Debug)]
+pub struct Taps {
+    /// First source index per output coordinate.
+    pub i0: Vec<u32>,
+    /// Second source index per output coordinate.
+    pub i1: Vec<u32>,
+    /// Weight of `i1` in 1/256 units.
+    pub w1: Vec<u16>,
+}
+
+impl Taps {
+    /// Taps for `out_len` output samples covering `src_len` source samples (pixel centres
+    /// aligned, edges clamped).
+    pub fn new(src_len: u32, out_len: u32) -> Taps {
+        let scale = src_len as f32 / out_len.max(1) as f32;
+        let last = src_len.saturating_sub(1);
+        let mut t = Taps { i0: Vec::new(), i1: Vec::new(), w1: Vec::new() };
+        for o in 0..out_len {
+            let x = ((o as f32 + 0.5) * scale - 0.5).max(0.0);
+            let i0 = (x.floor() as u32).min(last);
+            let frac = x - i0 as f32;
+            t.i0.push(i0);
+            t.i1.push((i0 + 1).min(last));
+            t.w1.push((frac.clamp(0.0, 1.0) * 256.0).round() as u16);
+        }
+        t
+    }
+}
+
+/// Packed RGB (`width × height × 3` bytes) → NCHW BGR normalized tensor of
+/// `3 × input_h × input_w` floats written into `out`. Returns the mapping for boxes.
+///
+/// # Panics
+/// Never on bad sizes: a wrong `rgb` or `out` length is reported as an error.
+pub fn rgb_to_tensor(
+    rgb: &[u8],
+    width: u32,
+    height: u32,
+    input_w: u32,
+    input_h: u32,
+    mode: ResizeMode,
+    out: &mut [f32],
+) -> Result<Mapping, PreprocessError> {
+    let need = width as usize * height as usize * 3;
+    if width == 0 || height == 0 || rgb.len() < need {
+        return Err(PreprocessError::BadInput { expected: need, found: rgb.len() });
+    }
+    let plane = input_w as usize * input_h as usize;
+    if out.len() != 3 * plane {
+        return Err(PreprocessError::BadOutput { expected: 3 * plane, found: out.len() });
+    }
+    let map = Mapping::new(width, height, input_w, input_h, mode);
+    let (x_off, y_off) = (map.pad_x as usize, map.pad_y as usize);
+    let inner_w = ((width as f32 * map.scale_x).round() as usize).min(input_w as usize - x_off);
+    let inner_h = ((height as f32 * map.scale_y).round() as usize).min(input_h as usize - y_off);
+    // Black padding, normalized.
+    let pad: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
+    for c in 0..3 {
+        out[c * plane..(c + 1) * plane].fill(pad[c]);
+    }
+    // Per-channel affine: value = px * a + b, with the 1/256² of the two lerps folded into a.
+    let a: [f32; 3] = std::array::from_fn(|c| 1.0 / (STD_BGR[c] * 65536.0));
+    let b: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
+    let tx = Taps::new(width, inner_w as u32);
+    let ty = Taps::new(height, inner_h as u32);
+    let stride = width as usize * 3;
+    let (out_b, rest) = out.split_at_mut(plane);
+    let (out_g, out_r) = rest.split_at_mut(plane);
+    for oy in 0..inner_h {
+        let r0 = &rgb[ty.i0[oy] as usize * stride..][..stride];
+        let r1 = &rgb[ty.i1[oy] as usize * stride..][..stride];
+        let wy1 = ty.w1[oy] as u32;
+        let wy0 = 256 - wy1;
+        let row = (oy + y_off) * input_w as usize + x_off;
+        for ox in 0..inner_w {
+            let (x0, x1) = (tx.i0[ox] as usize * 3, tx.i1[ox] as usize * 3);
+            let wx1 = tx.w1[ox] as u32;
+            let wx0 = 256 - wx1;
+            let px = |c: usize| {
+                let top = r0[x0 + c] as u32 * wx0 + r0[x1 + c] as u32 * wx1;
+                let bot = r1[x0 + c] as u32 * wx0 + r1[x1 + c] as u32 * wx1;
+                (top * wy0 + bot * wy1) as f32
+            };
+            let i = row + ox;
+            out_r[i] = px(0) * a[2] + b[2];
+            out_g[i] = px(1) * a[1] + b[1];
+            out_b[i] = px(2) * a[0] + b[0];
+        }
+    }
+    Ok(map)
+}
+
+/// BT.601 limited-range YCbCr → RGB coefficients (see the module documentation).
+const YUV_Y: f32 = 1.164_383;
+const YUV_RV: f32 = 1.596_027;
+const YUV_GU: f32 = -0.391_762;
+const YUV_GV: f32 = -0.812_968;
+const YUV_BU: f32 = 2.017_232;
+
+/// One output column's two source samples as byte offsets within a source row, and the
+/// weight of the second (1/256 units).
+#[derive(Clone, Copy, Debug, Default)]
+struct ColTap {
+    o0: u32,
+    o1: u32,
+    w1: u32,
+}
+
+/// One output row's two source rows as byte offsets into the frame, and the weight of the
+/// second (1/256 units).
+#[derive(Clone, Copy, Debug, Default)]
+struct RowTap {
+    r0: u32,
+    r1: u32,
+    w1: u32,
+}
+
+/// Where one sampled channel lives in a frame buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PlaneGeom {
+    /// Byte offset of the first sample.
+    offset: usize,
+    /// Bytes between rows.
+    stride: usize,
+    /// Bytes between horizontally adjacent samples.
+    step: usize,
+    /// Samples per row.
+    width: u32,
+    /// Rows.
+    height: u32,
+}
+
+impl PlaneGeom {
+    fn taps(&self, inner_w: usize, inner_h: usize, cols: &mut Vec<ColTap>, rows: &mut Vec<RowTap>) {
+        let tx = Taps::new(self.width, inner_w as u32);
+        let ty = Taps::new(self.height, inner_h as u32);
+        cols.clear();
+        cols.extend((0..inner_w).map(|i| ColTap {
+            o0: (tx.i0[i] as usize * self.step) as u32,
+            o1: (tx.i1[i] as usize * self.step) as u32,
+            w1: tx.w1[i] as u32,
+        }));
+        rows.clear();
+        rows.extend((0..inner_h).map(|i| RowTap {
+            r0: (self.offset + ty.i0[i] as usize * self.stride) as u32,
+            r1: (self.offset + ty.i1[i] as usize * self.stride) as u32,
+            w1: ty.w1[i] as u32,
+        }));
+    }
+}
+
+/// How the samples of a format are laid out: luma plus optional chroma, or packed RGB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Y, and Cb/Cr planes sharing a geometry except for the offset (`None` = grey).
+    Yuv {
+        y: PlaneGeom,
+        chroma: Option<(PlaneGeom, usize)>,
+    },
+    /// Packed R, G, B bytes.
+    Rgb { w: u32, h: u32 },
+}
+
+fn layout(format: PixelFormat, w: u32, h: u32) -> Layout {
+    let (wu, hu) = (w as usize, h as usize);
+    let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+    let y_plane = PlaneGeom { offset: 0, stride: wu, step: 1, width: w, height: h };
+    match format {
+        PixelFormat::Yuyv | PixelFormat::Uyvy => {
+            let stride = cw as usize * 4;
+            let (yo, uo, vo) = if format == PixelFormat::Yuyv { (0, 1, 3) } else { (1, 0, 2) };
+            Layout::Yuv {
+                y: PlaneGeom { offset: yo, stride, step: 2, width: w, height: h },
+                chroma: Some((PlaneGeom { offset: uo, stride, step: 4, width: cw, height: h }, vo)),
+            }
+        }
+        PixelFormat::Nv12 => {
+            let c = PlaneGeom { offset: wu * hu, stride: cw as usize * 2, step: 2, width: cw, height: ch };
+            Layout::Yuv { y: y_plane, chroma: Some((c, wu * hu + 1)) }
+        }
+        PixelFormat::Yu12 => {
+            let c = PlaneGeom { offset: wu * hu, stride: cw as usize, step: 1, width: cw, height: ch };
+            Layout::Yuv { y: y_plane, chroma: Some((c, wu * hu + cw as usize * ch as usize)) }
+        }
+        PixelFormat::Yuv422p => {
+            let c = PlaneGeom { offset: wu * hu, stride: cw as usize, step: 1, width: cw, height: h };
+            Layout::Yuv { y: y_plane, chroma: Some((c, wu * hu + cw as usize * hu)) }
+        }
+        PixelFormat::Grey => Layout::Yuv { y: y_plane, chroma: None },
+        PixelFormat::Rgb24 | PixelFormat::Mjpeg => Layout::Rgb { w, h },
+    }
+}
+
+/// The geometry a set of taps was computed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TensorKey {
+    layout: Layout,
+    input_w: u32,
+    input_h: u32,
+    mode: ResizeMode,
+}
+
+/// Identity of the frame whose JPEG is decoded in [`Scratch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DecodedKey {
+    seq: u64,
+    captured_at: Duration,
+    len: usize,
+}
+
+/// The decoded RGB of the last MJPEG frame.
+#[derive(Debug, Default)]
+struct Decoded {
+    key: Option<DecodedKey>,
+    rgb: Vec<u8>,
+}
+
+/// Reusable buffers for [`frame_to_tensor`] and [`frame_to_gray`]: taps for the last geometry,
+/// row buffers, the decoded RGB of the last MJPEG frame. Keep one per preprocessing thread.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    key: Option<TensorKey>,
+    y_cols: Vec<ColTap>,
+    y_rows: Vec<RowTap>,
+    c_cols: Vec<ColTap>,
+    c_rows: Vec<RowTap>,
+    row_a: Vec<f32>,
+    row_b: Vec<f32>,
+    row_c: Vec<f32>,
+    decoded: Decoded,
+    gray_key: Option<(Layout, u32, u32)>,
+    gray_cols: Vec<(u32, u32)>,
+    gray_rows: Vec<(u32, u32)>,
+    gray_acc: Vec<u32>,
+    gray_luma: Vec<u8>,
+}
+
+impl Scratch {
+    /// Empty scratch; buffers grow on first use.
+    pub fn new() -> Scratch {
+        Scratch::default()
+    }
+}
+
+/// Checks a raw frame's length, or decodes an MJPEG frame into `scratch.decoded` (once per
+/// frame), and returns the layout to sample plus the buffer holding the samples.
+fn prepare<'a>(frame: &'a Frame, decoded: &'a mut Decoded) -> Result<(Layout, &'a [u8]), PreprocessError> {
+    let (w, h) = (frame.width, frame.height);
+    if frame.format != PixelFormat::Mjpeg {
+        let need = frame.format.frame_len(w, h).unwrap_or(0);
+        if frame.data.len() < need {
+            return Err(PreprocessError::ShortFrame {
+                seq: frame.seq,
+                format: frame.format,
+                width: w,
+                height: h,
+                expected: need,
+                found: frame.data.len(),
+            });
+        }
+        return Ok((layout(frame.format, w, h), &frame.data));
+    }
+    let key = DecodedKey { seq: frame.seq, captured_at: frame.captured_at, len: frame.data.len() };
+    if decoded.key != Some(key) {
+        decoded.key = None;
+        let (dw, dh) = decode_jpeg_rgb(&frame.data, &mut decoded.rgb)
+            .map_err(|message| PreprocessError::Decode { seq: frame.seq, message })?;
+        if (dw, dh) != (w, h) {
+            return Err(PreprocessError::JpegSize { seq: frame.seq, width: w, height: h, found_w: dw, found_h: dh });
+        }
+        decoded.key = Some(key);
+    }
+    Ok((Layout::Rgb { w, h }, &decoded.rgb))
+}
+
+/// Decodes a JPEG into packed RGB in `out` (resized to fit) with zune-jpeg; returns its size.
+///
+/// # Errors
+/// The decoder's message for a JPEG that does not decode.
+pub fn decode_jpeg_rgb(jpeg: &[u8], out: &mut Vec<u8>) -> Result<(u32, u32), String> {
+    use zune_jpeg::zune_core::{bytestream::ZCursor, colorspace::ColorSpace, options::DecoderOptions};
+    let opts = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+    let mut dec = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(jpeg), opts);
+    dec.decode_headers().map_err(|e| format!("{e:?}"))?;
+    let info = dec.info().ok_or("no frame header")?;
+    let size = dec.output_buffer_size().ok_or("no output size")?;
+    let (w, h) = (info.width as u32, info.height as u32);
+    if size != w as usize * h as usize * 3 {
+        return Err(format!("decoder output {size} bytes is not RGB {w}x{h}"));
+    }
+    out.resize(size, 0);
+    dec.decode_into(out).map_err(|e| format!("{e:?}"))?;
+    Ok((w, h))
+}
+
+/// Any [`Frame`] → NCHW BGR normalized tensor of `3 × input_h × input_w` floats in `out`, in
+/// one pass over the output (see the module documentation). Returns the [`Mapping`] for
+/// boxes. `scratch` keeps taps and buffers between calls.
+///
+/// # Errors
+/// A frame shorter than its format needs, an MJPEG frame that does not decode or whose size
+/// differs from the frame's, a zero size, or an `out` of the wrong length.
+pub fn frame_to_tensor(
+    frame: &Frame,
+    input_w: u32,
+    input_h: u32,
+    mode: ResizeMode,
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) -> Result<Mapping, PreprocessError> {
+    let (w, h) = (frame.width, frame.height);
+    if w == 0 || h == 0 || input_w == 0 || input_h == 0 {
+        return Err(PreprocessError::ZeroSize { seq: frame.seq, width: w, height: h, input_w, input_h });
+    }
+    let plane = input_w as usize * input_h as usize;
+    if out.len() != 3 * plane {
+        return Err(PreprocessError::BadOutput { expected: 3 * plane, found: out.len() });
+    }
+    let map = Mapping::new(w, h, input_w, input_h, mode);
+    let (x_off, y_off) = (map.pad_x as usize, map.pad_y as usize);
+    let inner_w = ((w as f32 * map.scale_x).round() as usize).min(input_w as usize - x_off);
+    let inner_h = ((h as f32 * map.scale_y).round() as usize).min(input_h as usize - y_off);
+
+    // Taps depend only on geometry: recompute when it changes.
+    let lay = layout(frame.format, w, h);
+    let key = TensorKey { layout: lay, input_w, input_h, mode };
+    if scratch.key != Some(key) {
+        match lay {
+            Layout::Yuv { y, chroma } => {
+                y.taps(inner_w, inner_h, &mut scratch.y_cols, &mut scratch.y_rows);
+                if let Some((c, _)) = chroma {
+                    c.taps(inner_w, inner_h, &mut scratch.c_cols, &mut scratch.c_rows);
+                }
+            }
+            Layout::Rgb { w, h } => {
+                let g = PlaneGeom { offset: 0, stride: w as usize * 3, step: 3, width: w, height: h };
+                g.taps(inner_w, inner_h, &mut scratch.y_cols, &mut scratch.y_rows);
+            }
+        }
+        scratch.row_a.resize(inner_w, 0.0);
+        scratch.row_b.resize(inner_w, 0.0);
+        scratch.row_c.resize(inner_w, 0.0);
+        scratch.key = Some(key);
+    }
+
+    // Padding (only the bands outside the image).
+    let (out_b, rest) = out.split_at_mut(plane);
+    let (out_g, out_r) = rest.split_at_mut(plane);
+    let iw = input_w as usize;
+    for (c, o) in [&mut *out_b, &mut *out_g, &mut *out_r].into_iter().enumerate() {
+        let pad = -MEAN_BGR[c] / STD_BGR[c];
+        for y in 0..input_h as usize {
+            let row = &mut o[y * iw..(y + 1) * iw];
+            if y < y_off || y >= y_off + inner_h {
+                row.fill(pad);
+            } else {
+                row[..x_off].fill(pad);
+                row[x_off + inner_w..].fill(pad);
+            }
+        }
+    }
+
+    // Split borrows: the sample buffer may live in scratch (decoded MJPEG).
+    let mut rows = (
+        std::mem::take(&mut scratch.row_a),
+        std::mem::take(&mut scratch.row_b),
+        std::mem::take(&mut scratch.row_c),
+    );
+    let result = prepare(frame, &mut scratch.decoded).map(|(_, data)| {
+        let taps = (&scratch.y_cols, &scratch.y_rows, &scratch.c_cols, &scratch.c_rows);
+        let outs = [&mut *out_b, &mut *out_g, &mut *out_r];
+        match lay {
+            Layout::Yuv { chroma, .. } => {
+                fused_yuv(data, chroma.map(|(c, v)| v - c.offset), taps, &mut rows, outs, iw, x_off, y_off)
+            }
+            Layout::Rgb { .. } => fused_rgb(data, taps.0, taps.1, &mut rows, outs, iw, x_off, y_off),
+        }
+    });
+    scratch.row_a = rows.0;
+    scratch.row_b = rows.1;
+    scratch.row_c = rows.2;
+    result.map(|_| map)
+}
+
+/// Bilinear sample of one channel: `(p00·(256−wx) + p01·wx)·(256−wy) + (…)·wy`, in 1/65536.
+#[inline(always)]
+fn bilerp(data: &[u8], r: RowTap, c: ColTap) -> u32 {
+    let (a0, a1) = (r.r0 as usize, r.r1 as usize);
+    let (o0, o1) = (c.o0 as usize, c.o1 as usize);
+    let wx0 = 256 - c.w1;
+    let top = data[a0 + o0] as u32 * wx0 + data[a0 + o1] as u32 * c.w1;
+    let bot = data[a1 + o0] as u32 * wx0 + data[a1 + o1] as u32 * c.w1;
+    top * (256 - r.w1) + bot * r.w1
+}
+
+type TapRefs<'a> = (&'a Vec<ColTap>, &'a Vec<RowTap>, &'a Vec<ColTap>, &'a Vec<RowTap>);
+
+/// YUV (or grey) → tensor rows: gather + bilinear per channel into row buffers, then a
+/// contiguous, vectorizable convert-and-normalize loop per row.
+#[allow(clippy::too_many_arguments)]
+fn fused_yuv(
+    data: &[u8],
+    v_delta: Option<usize>,
+    (y_cols, y_rows, c_cols, c_rows): TapRefs<'_>,
+    (ry, ru, rv): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
+    [out_b, out_g, out_r]: [&mut [f32]; 3],
+    iw: usize,
+    x_off: usize,
+    y_off: usize,
+) {
+    const INV: f32 = 1.0 / 65536.0;
+    let inv_std: [f32; 3] = std::array::from_fn(|c| 1.0 / STD_BGR[c]);
+    let bias: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
+    let inner_w = y_cols.len();
+    for (oy, &yr) in y_rows.iter().enumerate() {
+        for (dst, &c) in ry.iter_mut().zip(y_cols.iter()) {
+            *dst = bilerp(data, yr, c) as f32 * INV - 16.0;
+        }
+        match v_delta {
+            Some(delta) => {
+                let cr = c_rows[oy];
+                // The taps address U; V is the same geometry `delta` bytes further on.
+                let cr_v = RowTap {
+                    r0: cr.r0 + delta as u32,
+                    r1: cr.r1 + delta as u32,
+                    w1: cr.w1,
+                };
+                for ((du, dv), &c) in ru.iter_mut().zip(rv.iter_mut()).zip(c_cols.iter()) {
+                    *du = bilerp(data, cr, c) as f32 * INV - 128.0;
+                    *dv = bilerp(data, cr_v, c) as f32 * INV - 128.0;
+                }
+            }
+            None => {
+                ru.fill(0.0);
+                rv.fill(0.0);
+            }
+        }
+        let start = (oy + y_off) * iw + x_off;
+        let ob = &mut out_b[start..start + inner_w];
+        let og = &mut out_g[start..start + inner_w];
+        let or = &mut out_r[start..start + inner_w];
+        for i in 0..inner_w {
+            let (y, u, v) = (ry[i] * YUV_Y, ru[i], rv[i]);
+            let r = (y + YUV_RV * v).clamp(0.0, 255.0);
+            let g = (y + YUV_GU * u + YUV_GV * v).clamp(0.0, 255.0);
+            let b = (y + YUV_BU * u).clamp(0.0, 255.0);
+            or[i] = r * inv_std[2] + bias[2];
+            og[i] = g * inv_std[1] + bias[1];
+            ob[i] = b * inv_std[0] + bias[0];
+        }
+    }
+}
+
+/// Packed RGB → tensor rows (also the path of decoded MJPEG).
+#[allow(clippy::too_many_arguments)]
+fn fused_rgb(
+    data: &[u8],
+    cols: &[ColTap],
+    rows: &[RowTap],
+    (rr, rg, rb): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
+    [out_b, out_g, out_r]: [&mut [f32]; 3],
+    iw: usize,
+    x_off: usize,
+    y_off: usize,
+) {
+    let a: [f32; 3] = std::array::from_fn(|c| 1.0 / (STD_BGR[c] * 65536.0));
+    let bias: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
+    let inner_w = cols.len();
+    for (oy, &r) in rows.iter().enumerate() {
+        for (((dr, dg), db), &c) in rr.iter_mut().zip(rg.iter_mut()).zip(rb.iter_mut()).zip(cols.iter()) {
+            let c1 = ColTap { o0: c.o0 + 1, o1: c.o1 + 1, w1: c.w1 };
+            let c2 = ColTap { o0: c.o0 + 2, o1: c.o1 + 2, w1: c.w1 };
+            *dr = bilerp(data, r, c) as f32;
+            *dg = bilerp(data, r, c1) as f32;
+            *db = bilerp(data, r, c2) as f32;
+        }
+        let start = (oy + y_off) * iw + x_off;
+        let ob = &mut out_b[start..start + inner_w];
+        let og = &mut out_g[start..start + inner_w];
+        let or = &mut out_r[start..start + inner_w];
+        for i in 0..inner_w {
+            or[i] = rr[i] * a[2] + bias[2];
+            og[i] = rg[i] * a[1] + bias[1];
+            ob[i] = rb[i] * a[0] + bias[0];
+        }
+    }
+}
+
+/// A downscaled luma plane of any [`Frame`] for tracking: at most `max_width` pixels wide,
+/// the aspect ratio kept, each gray pixel the average of the frame pixels it covers (area
+/// average). YUV formats read Y directly (limited-range values, as the camera sends them);
+/// RGB and MJPEG use `(77·R + 150·G + 29·B) / 256` (BT.601 luma). `out.scale` is frame
+/// pixels per gray pixel. MJPEG frames reuse a decode already done by [`frame_to_tensor`]
+/// with the same scratch.
+///
+/// # Errors
+/// A frame shorter than its format needs, an MJPEG frame that does not decode, a zero size.
+pub fn frame_to_gray(
+    frame: &Frame,
+    max_width: u32,
+    out: &mut GrayImage,
+    scratch: &mut Scratch,
+) -> Result<(), PreprocessError> {
+    let (w, h) = (frame.width, frame.height);
+    if w == 0 || h == 0 || max_width == 0 {
+        return Err(PreprocessError::ZeroSize { seq: frame.seq, width: w, height: h, input_w: max_width, input_h: 0 });
+    }
+    let gw = w.min(max_width);
+    let scale = w as f32 / gw as f32;
+    let gh = ((h as f32 / scale).round() as u32).clamp(1, h);
+    let lay = layout(frame.format, w, h);
+    if scratch.gray_key != Some((lay, gw, gh)) {
+        let ranges = |src: u32, dst: u32| -> Vec<(u32, u32)> {
+            (0..dst)
+                .map(|i| {
+                    let a = (i as u64 * src as u64 / dst as u64) as u32;
+                    let b = (((i + 1) as u64 * src as u64 / dst as u64) as u32).max(a + 1).min(src);
+                    (a, b)
+                })
+                .collect()
+        };
+        scratch.gray_cols = ranges(w, gw);
+        scratch.gray_rows = ranges(h, gh);
+        scratch.gray_key = Some((lay, gw, gh));
+    }
+    let mut cols = std::mem::take(&mut scratch.gray_cols);
+    let mut rows = std::mem::take(&mut scratch.gray_rows);
+    let mut acc = std::mem::take(&mut scratch.gray_acc);
+    let mut luma = std::mem::take(&mut scratch.gray_luma);
+    let result = prepare(frame, &mut scratch.decoded).map(|(lay, data)| {
+        out.width = gw;
+        out.height = gh;
+        out.scale = scale;
+        out.data.clear();
+        out.data.reserve(gw as usize * gh as usize);
+        acc.resize(gw as usize, 0);
+        let (offset, stride, step) = match lay {
+            Layout::Yuv { y, .. } => (y.offset, y.stride, y.step),
+            Layout::Rgb { .. } => (0, w as usize, 1),
+        };
+        for &(r0, r1) in rows.iter() {
+            acc.fill(0);
+            for r in r0..r1 {
+                let row: &[u8] = match lay {
+                    Layout::Yuv { .. } => &data[offset + r as usize * stride..],
+                    Layout::Rgb { .. } => {
+                        let src = &data[r as usize * w as usize * 3..][..w as usize * 3];
+                        luma.clear();
+                        luma.extend(src.chunks_exact(3).map(|p| {
+                            ((77 * p[0] as u32 + 150 * p[1] as u32 + 29 * p[2] as u32) >> 8) as u8
+                        }));
+                        &luma
+                    }
+                };
+                for (a, &(c0, c1)) in acc.iter_mut().zip(cols.iter()) {
+                    let mut s = 0u32;
+                    for c in c0..c1 {
+                        s += row[c as usize * step] as u32;
+                    }
+                    *a += s;
+                }
+            }
+            let nrows = r1 - r0;
+            for (&a, &(c0, c1)) in acc.iter().zip(cols.iter()) {
+                let n = nrows * (c1 - c0);
+                out.data.push(((a + n / 2) / n) as u8);
+            }
+        }
+    });
+    scratch.gray_cols = std::mem::take(&mut cols);
+    scratch.gray_rows = std::mem::take(&mut rows);
+    scratch.gray_acc = acc;
+    scratch.gray_luma = luma;
+    result
+}
+
+/// Errors of preprocessing: sizes that do not add up, frames that cannot be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum PreprocessError {
+    /// A raw frame's data is shorter than its format and size need.
+    #[error("frame {seq}: {format} {width}x{height} needs {expected} bytes, the frame holds {found}")]
+    ShortFrame {
+        /// Frame sequence number.
+        seq: u64,
+        /// Pixel format.
+        format: PixelFormat,
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes present.
+        found: usize,
+    },
+    /// An MJPEG frame does not decode.
+    #[error("frame {seq}: JPEG does not decode: {message}")]
+    Decode {
+        /// Frame sequence number.
+        seq: u64,
+        /// The decoder's message.
+        message: String,
+    },
+    /// An MJPEG frame decodes to a different size than the frame declares.
+    #[error("frame {seq}: JPEG is {found_w}x{found_h}, the frame says {width}x{height}")]
+    JpegSize {
+        /// Frame sequence number.
+        seq: u64,
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
+        /// Decoded width.
+        found_w: u32,
+        /// Decoded height.
+        found_h: u32,
+    },
+    /// A zero-sized frame or model input.
+    #[error("frame {seq}: zero size ({width}x{height} into {input_w}x{input_h})")]
+    ZeroSize {
+        /// Frame sequence number.
+        seq: u64,
+        /// Frame width.
+        width: u32,
+        /// Frame height.
+        height: u32,
+        /// Target width.
+        input_w: u32,
+        /// Target height.
+        input_h: u32,
+    },
+    /// The image buffer is shorter than its declared size.
+    #[error("image buffer holds {found} bytes, its size needs {expected}")]
+    BadInput {
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes given.
+        found: usize,
+    },
+    /// The tensor buffer does not match the model input.
+    #[error("tensor buffer holds {found} floats, the model input needs {expected}")]
+    BadOutput {
+        /// Floats needed.
+        expected: usize,
+        /// Floats given.
+        found: usize,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letterbox_mapping_centres_and_maps_back() {
+        let m = Mapping::new(640, 480, 416, 416, ResizeMode::Letterbox);
+        assert!((m.scale_x - 0.65).abs() < 1e-6);
+        assert_eq!((m.pad_x, m.pad_y), (0.0, 52.0));
+        let b = m.to_image(&BBox::new(0.0, 52.0, 416.0, 364.0));
+        assert!((b.x1 - 640.0).abs() < 1e-3 && b.y0.abs() < 1e-3 && (b.y1 - 480.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn uniform_colour_normalizes_exactly_and_pads_black() {
+        let (w, h) = (64u32, 32u32);
+        let rgb: Vec<u8> = (0..w * h).flat_map(|_| [200u8, 100, 50]).collect();
+        let mut out = vec![0.0; 3 * 32 * 32];
+        rgb_to_tensor(&rgb, w, h, 32, 32, ResizeMode::Letterbox, &mut out).unwrap();
+        let plane = 32 * 32;
+        let at = |c: usize, y: usize, x: usize| out[c * plane + y * 32 + x];
+        // row 16 is inside the image: B=50, G=100, R=200
+        assert!((at(0, 16, 5) - (50.0 - MEAN_BGR[0]) / STD_BGR[0]).abs() < 1e-4);
+        assert!((at(2, 16, 5) - (200.0 - MEAN_BGR[2]) / STD_BGR[2]).abs() < 1e-4);
+        // row 0 is padding (image is 32x16 centred at rows 8..24)
+        assert!((at(1, 0, 5) + MEAN_BGR[1] / STD_BGR[1]).abs() < 1e-4);
+    }
+
+    #[test]
+    fn short_buffers_are_errors() {
+        let mut out = vec![0.0; 3 * 16];
+        assert!(rgb_to_tensor(&[0; 10], 4, 4, 4, 4, ResizeMode::Stretch, &mut out).is_err());
+        assert!(rgb_to_tensor(&[0; 48], 4, 4, 8, 8, ResizeMode::Stretch, &mut out).is_err());
+    }
+}

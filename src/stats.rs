@@ -1,0 +1,213 @@
+//! Counters and latency histograms of the running pipeline, turned into a periodic report.
+//!
+//! One [`Stats`] lives on the publishing (tracker) thread; the detector thread's timings
+//! reach it with each result, so nothing here is shared between threads.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// A latency histogram in microseconds (1 µs .. 1 h, 3 significant digits).
+#[derive(Clone, Debug)]
+pub struct Latency(Histogram<u64>);
+
+impl Default for Latency {
+    fn default() -> Self {
+        // Bounds are constants that hdrhistogram accepts; fall back to an auto-resizing one.
+        let h = Histogram::new_with_bounds(1, 3_600_000_000, 3)
+            .or_else(|_| Histogram::new(3))
+            .unwrap_or_else(|_| unreachable_histogram());
+        Latency(h)
+    }
+}
+
+fn unreachable_histogram() -> Histogram<u64> {
+    // `Histogram::new(3)` only fails for sigfig > 5; this is never reached.
+    Histogram::new_with_max(2, 1).unwrap_or_else(|_| std::process::abort())
+}
+
+impl Latency {
+    /// Records one duration.
+    pub fn record(&mut self, d: Duration) {
+        let us = d.as_micros().clamp(1, 3_600_000_000) as u64;
+        self.0.saturating_record(us);
+    }
+    /// The `q` quantile (0..1) in milliseconds, 0 when empty.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.0.is_empty() { 0.0 } else { self.0.value_at_quantile(q) as f64 / 1000.0 }
+    }
+    /// The largest recorded value in milliseconds.
+    pub fn max_ms(&self) -> f64 {
+        if self.0.is_empty() { 0.0 } else { self.0.max() as f64 / 1000.0 }
+    }
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+    /// Adds every sample of `other`.
+    pub fn merge(&mut self, other: &Latency) {
+        let _ = self.0.add(&other.0);
+    }
+    /// Forgets every sample.
+    pub fn clear(&mut self) {
+        self.0.reset();
+    }
+}
+
+/// Counters and histograms of one reporting window (and, merged, of a whole run).
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    /// Frames the source delivered.
+    pub captured: u64,
+    /// Frames the tracker processed and published.
+    pub processed: u64,
+    /// Detections (model runs) completed.
+    pub detections: u64,
+    /// Detection requests skipped because the detector was still busy.
+    pub detect_skipped: u64,
+    /// Frames dropped: replaced in the newest-frame slot before the tracker took them, plus
+    /// stale buffers the source discarded.
+    pub dropped: u64,
+    /// Model time (preprocess excluded).
+    pub model: Latency,
+    /// Preprocessing time of detection frames.
+    pub preprocess: Latency,
+    /// Decode + NMS time.
+    pub postprocess: Latency,
+    /// Tracker time per frame (gray plane + step + reconciliation).
+    pub track: Latency,
+    /// Frame age when its results were published.
+    pub age: Latency,
+    /// Wall time the window covers.
+    pub elapsed: Duration,
+}
+
+impl Window {
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &Window) {
+        self.captured += other.captured;
+        self.processed += other.processed;
+        self.detections += other.detections;
+        self.detect_skipped += other.detect_skipped;
+        self.dropped += other.dropped;
+        self.model.merge(&other.model);
+        self.preprocess.merge(&other.preprocess);
+        self.postprocess.merge(&other.postprocess);
+        self.track.merge(&other.track);
+        self.age.merge(&other.age);
+        self.elapsed += other.elapsed;
+    }
+
+    fn rate(&self, n: u64) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 { n as f64 / s } else { 0.0 }
+    }
+
+    /// The figures of this window, rounded for people.
+    pub fn report(&self, tracks: usize) -> Report {
+        let r1 = |x: f64| (x * 10.0).round() / 10.0;
+        let r2 = |x: f64| (x * 100.0).round() / 100.0;
+        Report {
+            fps: r1(self.rate(self.processed)),
+            capture_fps: r1(self.rate(self.captured)),
+            detect_fps: r2(self.rate(self.detections)),
+            model_time_ms: r1(self.model.quantile_ms(0.5)),
+            model_time_p95_ms: r1(self.model.quantile_ms(0.95)),
+            model_time_max_ms: r1(self.model.max_ms()),
+            track_time_ms: r2(self.track.quantile_ms(0.5)),
+            frame_age_ms: r1(self.age.quantile_ms(0.5)),
+            frame_age_p95_ms: r1(self.age.quantile_ms(0.95)),
+            frames_dropped: self.dropped,
+            tracks,
+        }
+    }
+}
+
+/// The periodic stats line: these names become the journal fields (`FPS`, `DETECT_FPS`, …).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Report {
+    /// Processed (published) frames per second.
+    pub fps: f64,
+    /// Frames per second delivered by the source.
+    pub capture_fps: f64,
+    /// Model runs per second.
+    pub detect_fps: f64,
+    /// Model time p50.
+    pub model_time_ms: f64,
+    /// Model time p95.
+    pub model_time_p95_ms: f64,
+    /// Model time max.
+    pub model_time_max_ms: f64,
+    /// Tracker time per frame p50.
+    pub track_time_ms: f64,
+    /// Frame age p50 (capture → results published).
+    pub frame_age_ms: f64,
+    /// Frame age p95.
+    pub frame_age_p95_ms: f64,
+    /// Frames dropped in the window.
+    pub frames_dropped: u64,
+    /// Confirmed tracks now.
+    pub tracks: usize,
+}
+
+impl Report {
+    /// Logs the report as one journal entry with the stable fields of the stats event.
+    pub fn log(&self) {
+        log::info!(
+            LOOKOUT_EVENT = "stats",
+            FPS = self.fps,
+            CAPTURE_FPS = self.capture_fps,
+            DETECT_FPS = self.detect_fps,
+            MODEL_TIME_MS = self.model_time_ms,
+            MODEL_TIME_P95_MS = self.model_time_p95_ms,
+            MODEL_TIME_MAX_MS = self.model_time_max_ms,
+            TRACK_TIME_MS = self.track_time_ms,
+            FRAME_AGE_MS = self.frame_age_ms,
+            FRAME_AGE_P95_MS = self.frame_age_p95_ms,
+            FRAMES_DROPPED = self.frames_dropped,
+            TRACKS = self.tracks;
+            "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s)",
+            self.fps, self.capture_fps, self.detect_fps, self.model_time_ms, self.model_time_p95_ms,
+            self.track_time_ms, self.frame_age_ms, self.frame_age_p95_ms, self.frames_dropped, self.tracks
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_rates() {
+        let mut w = Window::default();
+        for ms in 1..=100 {
+            w.model.record(Duration::from_millis(ms));
+        }
+        w.processed = 50;
+        w.detections = 10;
+        w.elapsed = Duration::from_secs(5);
+        let r = w.report(3);
+        assert_eq!(r.fps, 10.0);
+        assert_eq!(r.detect_fps, 2.0);
+        assert!((r.model_time_ms - 50.0).abs() < 0.2, "{}", r.model_time_ms);
+        assert!((r.model_time_p95_ms - 95.0).abs() < 0.2);
+        assert_eq!(r.tracks, 3);
+    }
+
+    #[test]
+    fn empty_window_reports_zeros() {
+        let r = Window::default().report(0);
+        assert_eq!((r.fps, r.model_time_ms, r.frame_age_ms), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn merge_adds_counts_and_samples() {
+        let mut a = Window { processed: 2, ..Default::default() };
+        a.track.record(Duration::from_micros(500));
+        let mut b = Window { processed: 3, ..Default::default() };
+        b.track.record(Duration::from_micros(700));
+        a.merge(&b);
+        assert_eq!(a.processed, 5);
+        assert_eq!(a.track.count(), 2);
+    }
+}

@@ -1,0 +1,709 @@
+//! Cheap tracking on every frame, reconciled with late detections.
+//!
+//! The detector runs every few frames and its results arrive late: detections for frame `k`
+//! come in while the tracker is already at frame `k + m`. The [`Tracker`] therefore does two
+//! things, both synchronous and thread-free (only the pipeline knows about threads):
+//!
+//! * [`Tracker::step`] runs on **every** frame: each track's constant-velocity Kalman filter
+//!   ([`motion`]) predicts where the object is, and a median-flow visual update on the
+//!   grayscale plane ([`visual`]) measures where it went. Each track records its box per frame
+//!   in a short history ([`assoc::History`]).
+//! * [`Tracker::apply_detections`] takes detections made on an older frame `k`, associates them
+//!   with the tracks' boxes *as they were at `k`* (IoU + Hungarian assignment, [`assoc`]), and
+//!   carries each correction forward to the current frame: the offset between the detection
+//!   and the track's box at `k` is applied to the track's current box.
+//!
+//! Lifecycle: an unmatched detection starts a *tentative* track; after `confirm_hits` matched
+//! detections it is *confirmed*, gets the next id (1, 2, 3… without gaps — tentatives that
+//! die never consume one) and a [`TrackEvent::Started`]. Confirmed tracks end after
+//! `max_misses` detection rounds without a match, `max_age_frames` frames without any, when
+//! they leave the frame or when the visual update keeps failing, with a
+//! [`TrackEvent::Ended`]. Only confirmed tracks are reported.
+//!
+//! Boxes are in full-frame pixels throughout; the gray plane's `scale` converts for the
+//! visual update.
+
+pub mod assoc;
+pub mod config;
+pub mod motion;
+pub mod visual;
+
+pub use config::{KalmanConfig, TrackConfigError, TrackerConfig, VisualConfig};
+
+use crate::detect::{BBox, Detection};
+use crate::frame::GrayImage;
+use assoc::{Candidate, History};
+use motion::{BoxKalman, KalmanParams};
+use visual::{MedianFlow, Pyramid};
+
+/// A tracked object as users see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Track {
+    /// Stable id, 1, 2, 3… in order of confirmation (0 only inside the tracker while
+    /// tentative; never reported).
+    pub id: u64,
+    /// Class id of the detections (index into the model's labels).
+    pub class_id: usize,
+    /// Score of the latest matched detection.
+    pub score: f32,
+    /// Box in full-frame pixels at frame `seq`.
+    pub bbox: BBox,
+    /// Velocity of the box centre, full-frame pixels per frame.
+    pub velocity: (f32, f32),
+    /// The frame `bbox` is for (the tracker's current frame).
+    pub seq: u64,
+    /// The frame the track was started at.
+    pub first_seq: u64,
+    /// True only when a detection made on this very frame `seq` updated the track.
+    pub detected: bool,
+    /// Frames since the track started.
+    pub age_frames: u64,
+    /// Detections matched so far (the first one included).
+    pub hits: u32,
+    /// Consecutive detection rounds without a match.
+    pub misses: u32,
+    /// Frames since the frame of the last matched detection.
+    pub frames_since_detection: u64,
+    /// Whether the visual update succeeded on the latest frame.
+    pub visual_ok: bool,
+    /// Why the track ended; set only in [`TrackEvent::Ended`].
+    pub end_reason: Option<EndReason>,
+}
+
+/// Why a track ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// `max_misses` detection rounds in a row without a match.
+    Missed,
+    /// `max_age_frames` frames without a matched detection.
+    Expired,
+    /// Too little of the box is left inside the frame.
+    LeftFrame,
+    /// The visual update failed `max_visual_failures` frames in a row.
+    LostVisually,
+    /// [`Tracker::reset`] was called (e.g. the camera was lost) or the frame sequence restarted.
+    Reset,
+}
+
+impl EndReason {
+    /// A stable lower-case name for logs and the journal.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Missed => "missed",
+            EndReason::Expired => "expired",
+            EndReason::LeftFrame => "left_frame",
+            EndReason::LostVisually => "lost_visually",
+            EndReason::Reset => "reset",
+        }
+    }
+}
+
+/// Something that happened to a confirmed track.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TrackEvent {
+    /// The track was confirmed (it has just got its id).
+    Started(Track),
+    /// The track ended; the track carries its last box and `end_reason`.
+    Ended(Track),
+}
+
+/// What one call of [`Tracker::apply_detections`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApplyOutcome {
+    /// Detections matched to existing tracks.
+    pub matched: usize,
+    /// Detections that started tentative tracks.
+    pub started: usize,
+    /// Existing tracks that went unmatched.
+    pub missed: usize,
+    /// Detections skipped: a class not tracked, or an empty or non-finite box.
+    pub ignored: usize,
+}
+
+/// A box is treated as possibly occluded when more than this fraction of its area lies under
+/// another track's box.
+const OCCLUSION_OVERLAP: f32 = 0.2;
+/// Visual measurements farther than this many standard deviations from the motion model's
+/// prediction are rejected as false matches (see [`BoxKalman::gate_distance`]).
+const GATE: f32 = 6.0;
+/// The same for possibly occluded tracks (the 95 % quantile of a 2-D Gaussian is 2.45 σ).
+const OCCLUDED_GATE: f32 = 2.5;
+
+/// The visual search covers this many standard deviations of the motion model's uncertainty
+/// (at least `MIN_SEARCH_RADIUS` gray pixels, at most `visual.search_radius`).
+const SEARCH_SIGMAS: f32 = 3.0;
+const MIN_SEARCH_RADIUS: f32 = 2.0;
+
+/// A track with everything the tracker keeps about it.
+#[derive(Clone, Debug)]
+struct TrackState {
+    public: Track,
+    confirmed: bool,
+    /// The earliest detection frame this track may be associated with: the frame of its first
+    /// detection (detections of older frames cannot be this object's).
+    birth_seq: u64,
+    kf: BoxKalman,
+    history: History,
+    visual_failures: u32,
+    dead: Option<EndReason>,
+}
+
+/// The multi-object tracker. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    cfg: TrackerConfig,
+    classes: Vec<usize>,
+    kalman: KalmanParams,
+    flow: MedianFlow,
+    /// Pyramid of the previous frame, and scratch for the current one.
+    prev: Pyramid,
+    cur: Pyramid,
+    prev_valid: bool,
+    prev_scale: f32,
+    /// Full-frame size of the latest frame, if its gray plane was usable.
+    frame_size: Option<(f32, f32)>,
+    seq: Option<u64>,
+    tracks: Vec<TrackState>,
+    /// Scratch: every track's box before the current step.
+    boxes: Vec<BBox>,
+    output: Vec<Track>,
+    events: Vec<TrackEvent>,
+    next_id: u64,
+}
+
+impl Tracker {
+    /// A tracker with no tracks. Fails if the configuration does not validate.
+    pub fn new(cfg: TrackerConfig) -> Result<Tracker, TrackConfigError> {
+        cfg.validate()?;
+        let classes = cfg.class_ids()?;
+        Ok(Tracker {
+            kalman: cfg.kalman_params(),
+            flow: MedianFlow::new(cfg.visual_params()),
+            classes,
+            cfg,
+            prev: Pyramid::new(),
+            cur: Pyramid::new(),
+            prev_valid: false,
+            prev_scale: 0.0,
+            frame_size: None,
+            seq: None,
+            tracks: Vec::new(),
+            boxes: Vec::new(),
+            output: Vec::new(),
+            events: Vec::new(),
+            next_id: 1,
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &TrackerConfig {
+        &self.cfg
+    }
+
+    /// The latest frame stepped (or that detections were applied at before any frame).
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
+    }
+
+    /// Confirmed tracks, by id.
+    pub fn tracks(&self) -> impl Iterator<Item = &Track> {
+        self.output.iter()
+    }
+
+    /// True when a fresh detection would help now: a track's visual update failed on the
+    /// latest frame, or a tentative track waits for confirmation.
+    pub fn needs_detection(&self) -> bool {
+        self.tracks
+            .iter()
+            .any(|t| !t.confirmed || (self.cfg.visual.enabled && t.visual_failures > 0))
+    }
+
+    /// Events since the last call, in order.
+    pub fn drain_events(&mut self) -> Vec<TrackEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Advances every track to frame `seq` using the grayscale plane `gray` of that frame, and
+    /// returns the confirmed tracks (by id).
+    ///
+    /// A frame with an unusable gray plane (empty, size not matching its data, bad scale)
+    /// still advances the tracks by their motion model. A `seq` not after the previous one
+    /// means the source restarted: every track ends ([`EndReason::Reset`]) first. The same
+    /// `seq` twice is ignored.
+    pub fn step(&mut self, seq: u64, gray: &GrayImage) -> &[Track] {
+        let dt = match self.seq {
+            Some(last) if seq == last => return &self.output,
+            Some(last) if seq < last => {
+                self.reset();
+                1
+            }
+            Some(last) => seq - last,
+            None => 1,
+        };
+        self.seq = Some(seq);
+
+        let scale = gray.scale;
+        let scale_ok = scale.is_finite() && scale > 0.0;
+        let patch = self.cfg.visual.patch_size as usize;
+        let levels = self.flow.params().levels;
+        let valid = scale_ok && self.cur.build(gray, levels, patch + 2);
+        self.frame_size = valid.then_some((gray.width as f32 * scale, gray.height as f32 * scale));
+        let can_flow = self.cfg.visual.enabled
+            && valid
+            && self.prev_valid
+            && self.prev.size() == self.cur.size()
+            && self.prev_scale == scale;
+
+        let max_scale = self.cfg.visual.max_scale_change;
+        let search_radius = self.cfg.visual.search_radius;
+        let visual_noise = self.cfg.kalman.visual_noise;
+        self.boxes.clear();
+        self.boxes.extend(self.tracks.iter().map(|t| t.kf.bbox()));
+        for (i, t) in self.tracks.iter_mut().enumerate() {
+            let before = self.boxes[i];
+            // A box largely covered by another track's may be occluded by it, and its points
+            // would then follow the occluder: trust such a measurement only close to the
+            // prediction, and do not count its failures.
+            let overlapped =
+                self.boxes.iter().enumerate().any(|(j, other)| {
+                    j != i && overlap_fraction(&before, other) > OCCLUSION_OVERLAP
+                });
+            t.kf.predict(dt as f32);
+            let predicted = t.kf.bbox();
+            t.public.visual_ok = false;
+            if can_flow {
+                let (bx, by) = before.center();
+                let (px, py) = predicted.center();
+                let guess = ((px - bx) / scale, (py - by) / scale);
+                let gray_box = scale_box(&before, 1.0 / scale);
+                // Search as far as the motion model is unsure (3 σ), in gray pixels.
+                let radius = (SEARCH_SIGMAS * t.kf.innovation_std(visual_noise) / scale)
+                    .max(MIN_SEARCH_RADIUS)
+                    .min(search_radius);
+                let est = self
+                    .flow
+                    .estimate(&self.prev, &self.cur, &gray_box, guess, radius);
+                let gate = if overlapped { OCCLUDED_GATE } else { GATE };
+                let measured = est
+                    .filter(|e| e.scale <= max_scale && e.scale >= 1.0 / max_scale)
+                    .map(|e| scale_box(&e.apply(&gray_box), scale))
+                    .filter(|m| t.kf.gate_distance(m, visual_noise) <= gate);
+                match measured {
+                    Some(m) => {
+                        t.kf.correct(&m, visual_noise);
+                        t.visual_failures = 0;
+                        t.public.visual_ok = true;
+                    }
+                    None if overlapped => {}
+                    None => t.visual_failures += 1,
+                }
+            }
+            let p = &mut t.public;
+            p.bbox = t.kf.bbox();
+            p.velocity = t.kf.velocity();
+            p.seq = seq;
+            p.detected = false;
+            p.age_frames = seq.saturating_sub(p.first_seq);
+            p.frames_since_detection += dt;
+            t.history.push(seq, p.bbox);
+
+            if let Some((fw, fh)) = self.frame_size {
+                if visible_fraction(&p.bbox, fw, fh) < self.cfg.min_visible {
+                    t.dead = Some(EndReason::LeftFrame);
+                    continue;
+                }
+            }
+            if t.visual_failures >= self.cfg.max_visual_failures {
+                t.dead = Some(EndReason::LostVisually);
+            } else if p.frames_since_detection > u64::from(self.cfg.max_age_frames) {
+                t.dead = Some(EndReason::Expired);
+            }
+        }
+
+        // The current frame becomes the previous one (swap buffers, no copy).
+        std::mem::swap(&mut self.prev, &mut self.cur);
+        self.prev_valid = valid;
+        self.prev_scale = scale;
+        self.bury_dead();
+        self.rebuild_output();
+        &self.output
+    }
+
+    /// Applies detections made on frame `det_seq` (boxes in full-frame pixels), which may be
+    /// older than the current frame. Detections of classes not in `classes` are ignored.
+    ///
+    /// Tracks are matched by their boxes at `det_seq` (tracks started from a later frame are
+    /// not candidates); a matched track is moved by the offset between the detection and its
+    /// box at `det_seq`, carried forward to its current box, and takes the detection's score.
+    /// Unmatched detections start tentative tracks at the detection's box; unmatched
+    /// candidate tracks count a miss.
+    pub fn apply_detections(&mut self, det_seq: u64, dets: &[Detection]) -> ApplyOutcome {
+        let now = self.seq.unwrap_or(det_seq);
+        let mut outcome = ApplyOutcome::default();
+
+        let det_cands: Vec<(usize, Candidate)> = dets
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| {
+                let ok = box_is_valid(&d.bbox)
+                    && (self.classes.is_empty() || self.classes.binary_search(&d.class_id).is_ok());
+                outcome.ignored += usize::from(!ok);
+                ok
+            })
+            .map(|(i, d)| {
+                (
+                    i,
+                    Candidate {
+                        bbox: d.bbox,
+                        class_id: d.class_id,
+                    },
+                )
+            })
+            .collect();
+        let mut track_idx = Vec::with_capacity(self.tracks.len());
+        let mut track_cands = Vec::with_capacity(self.tracks.len());
+        for (i, t) in self.tracks.iter().enumerate() {
+            if t.birth_seq > det_seq {
+                continue;
+            }
+            if let Some(bbox) = t.history.at(det_seq) {
+                track_idx.push(i);
+                track_cands.push(Candidate {
+                    bbox,
+                    class_id: t.public.class_id,
+                });
+            }
+        }
+        let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
+        let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
+
+        let mut track_matched = vec![false; track_idx.len()];
+        let mut det_matched = vec![false; det_cands.len()];
+        let detection_noise = self.cfg.kalman.detection_noise;
+        for &(ci, di) in &pairs {
+            track_matched[ci] = true;
+            det_matched[di] = true;
+            let det = &dets[det_cands[di].0];
+            let then = track_cands[ci].bbox;
+            let t = &mut self.tracks[track_idx[ci]];
+            let current = t.kf.bbox();
+            // The detection relative to where the track was at det_seq, applied to now.
+            let target = if det_seq >= now {
+                det.bbox
+            } else {
+                carry(&current, &then, &det.bbox)
+            };
+            t.kf.anchor(&target, detection_noise);
+            let corrected = t.kf.bbox();
+            // Keep the history consistent with the correction, so a later detection of a frame
+            // after det_seq is not corrected twice.
+            t.history
+                .map_from(det_seq, |b| carry(b, &current, &corrected));
+            t.visual_failures = 0;
+            let p = &mut t.public;
+            p.bbox = corrected;
+            p.velocity = t.kf.velocity();
+            p.score = det.score;
+            p.hits = p.hits.saturating_add(1);
+            p.misses = 0;
+            p.frames_since_detection = p.frames_since_detection.min(now.saturating_sub(det_seq));
+            p.detected = self.seq == Some(det_seq);
+            outcome.matched += 1;
+        }
+        for (ci, matched) in track_matched.iter().enumerate() {
+            if *matched {
+                continue;
+            }
+            outcome.missed += 1;
+            let t = &mut self.tracks[track_idx[ci]];
+            t.public.misses = t.public.misses.saturating_add(1);
+            if !t.confirmed || t.public.misses >= self.cfg.max_misses {
+                t.dead = Some(EndReason::Missed);
+            }
+        }
+        for (di, matched) in det_matched.iter().enumerate() {
+            if *matched {
+                continue;
+            }
+            let det = &dets[det_cands[di].0];
+            let mut history = History::new(self.cfg.history_len);
+            history.push(det_seq, det.bbox);
+            history.push(now, det.bbox);
+            self.tracks.push(TrackState {
+                public: Track {
+                    id: 0,
+                    class_id: det.class_id,
+                    score: det.score,
+                    bbox: det.bbox,
+                    velocity: (0.0, 0.0),
+                    seq: now,
+                    first_seq: now,
+                    detected: self.seq == Some(det_seq),
+                    age_frames: 0,
+                    hits: 1,
+                    misses: 0,
+                    frames_since_detection: now.saturating_sub(det_seq),
+                    visual_ok: false,
+                    end_reason: None,
+                },
+                confirmed: false,
+                birth_seq: det_seq,
+                kf: BoxKalman::new(&det.bbox, self.kalman, detection_noise),
+                history,
+                visual_failures: 0,
+                dead: None,
+            });
+            outcome.started += 1;
+        }
+        // Confirm in track order (oldest first), so ids follow the order tracks were started.
+        for t in &mut self.tracks {
+            if !t.confirmed && t.dead.is_none() && t.public.hits >= self.cfg.confirm_hits {
+                t.confirmed = true;
+                t.public.id = self.next_id;
+                self.next_id += 1;
+                self.events.push(TrackEvent::Started(t.public.clone()));
+            }
+        }
+        if self.seq.is_none() {
+            self.seq = Some(det_seq);
+        }
+        self.bury_dead();
+        self.rebuild_output();
+        outcome
+    }
+
+    /// Ends every track (with [`TrackEvent::Ended`], reason [`EndReason::Reset`], for the
+    /// confirmed ones) and forgets the previous frame. Ids keep counting up.
+    pub fn reset(&mut self) {
+        for t in &mut self.tracks {
+            t.dead = Some(EndReason::Reset);
+        }
+        self.bury_dead();
+        self.prev_valid = false;
+        self.frame_size = None;
+        self.seq = None;
+        self.output.clear();
+    }
+
+    /// Removes dead tracks, emitting `Ended` for the confirmed ones.
+    fn bury_dead(&mut self) {
+        let events = &mut self.events;
+        self.tracks.retain_mut(|t| match t.dead {
+            None => true,
+            Some(reason) => {
+                if t.confirmed {
+                    let mut last = t.public.clone();
+                    last.end_reason = Some(reason);
+                    events.push(TrackEvent::Ended(last));
+                }
+                false
+            }
+        });
+    }
+
+    fn rebuild_output(&mut self) {
+        self.output.clear();
+        self.output.extend(
+            self.tracks
+                .iter()
+                .filter(|t| t.confirmed)
+                .map(|t| t.public.clone()),
+        );
+        self.output.sort_unstable_by_key(|t| t.id);
+    }
+}
+
+/// `b` scaled about the origin (converts between frame and gray pixels).
+fn scale_box(b: &BBox, s: f32) -> BBox {
+    BBox::new(b.x0 * s, b.y0 * s, b.x1 * s, b.y1 * s)
+}
+
+/// `b` moved by the centre offset from `from` to `to`, and resized by their size ratios.
+fn carry(b: &BBox, from: &BBox, to: &BBox) -> BBox {
+    let (bx, by) = b.center();
+    let (fx, fy) = from.center();
+    let (tx, ty) = to.center();
+    let ratio = |num: f32, den: f32| if den > 0.0 { num / den } else { 1.0 };
+    let hw = 0.5 * b.width() * ratio(to.width(), from.width());
+    let hh = 0.5 * b.height() * ratio(to.height(), from.height());
+    let (cx, cy) = (bx + tx - fx, by + ty - fy);
+    BBox::new(cx - hw, cy - hh, cx + hw, cy + hh)
+}
+
+/// Fraction of `b`'s area covered by `other`.
+fn overlap_fraction(b: &BBox, other: &BBox) -> f32 {
+    let area = b.area();
+    if area <= 0.0 {
+        return 0.0;
+    }
+    let ix = (b.x1.min(other.x1) - b.x0.max(other.x0)).max(0.0);
+    let iy = (b.y1.min(other.y1) - b.y0.max(other.y0)).max(0.0);
+    ix * iy / area
+}
+
+/// Fraction of `b`'s area inside `[0, w] × [0, h]`.
+fn visible_fraction(b: &BBox, w: f32, h: f32) -> f32 {
+    overlap_fraction(b, &BBox::new(0.0, 0.0, w, h))
+}
+
+fn box_is_valid(b: &BBox) -> bool {
+    b.to_array().iter().all(|v| v.is_finite()) && b.x1 > b.x0 && b.y1 > b.y0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn det(x: f32, y: f32, class_id: usize) -> Detection {
+        Detection {
+            class_id,
+            score: 0.8,
+            bbox: BBox::new(x, y, x + 40.0, y + 80.0),
+        }
+    }
+
+    fn flat(seq_scale: f32) -> GrayImage {
+        GrayImage {
+            width: 320,
+            height: 240,
+            scale: seq_scale,
+            data: vec![90; 320 * 240],
+        }
+    }
+
+    fn no_visual() -> TrackerConfig {
+        TrackerConfig {
+            visual: VisualConfig {
+                enabled: false,
+                ..VisualConfig::default()
+            },
+            ..TrackerConfig::default()
+        }
+    }
+
+    #[test]
+    fn carry_moves_and_resizes() {
+        let cur = BBox::new(10.0, 10.0, 20.0, 30.0);
+        let then = BBox::new(0.0, 0.0, 10.0, 20.0);
+        let det = BBox::new(2.0, 1.0, 12.0, 21.0);
+        assert_eq!(carry(&cur, &then, &det), BBox::new(12.0, 11.0, 22.0, 31.0));
+        let bigger = BBox::new(0.0, 0.0, 20.0, 40.0);
+        assert_eq!(
+            carry(&cur, &then, &bigger),
+            BBox::new(10.0, 10.0, 30.0, 50.0)
+        );
+    }
+
+    #[test]
+    fn visible_fraction_of_boxes() {
+        assert_eq!(
+            visible_fraction(&BBox::new(0.0, 0.0, 10.0, 10.0), 100.0, 100.0),
+            1.0
+        );
+        assert_eq!(
+            visible_fraction(&BBox::new(-5.0, 0.0, 5.0, 10.0), 100.0, 100.0),
+            0.5
+        );
+        assert_eq!(
+            visible_fraction(&BBox::new(200.0, 0.0, 210.0, 10.0), 100.0, 100.0),
+            0.0
+        );
+    }
+
+    #[test]
+    fn class_filter_and_bad_boxes_are_ignored() {
+        let cfg = TrackerConfig {
+            classes: vec!["person".into()],
+            ..no_visual()
+        };
+        let mut tr = Tracker::new(cfg).unwrap_or_else(|e| panic!("{e}"));
+        tr.step(1, &flat(2.0));
+        let mut bad = det(10.0, 10.0, 0);
+        bad.bbox.x1 = f32::NAN;
+        let out = tr.apply_detections(1, &[det(10.0, 10.0, 0), det(200.0, 10.0, 2), bad]);
+        assert_eq!(
+            out,
+            ApplyOutcome {
+                matched: 0,
+                started: 1,
+                missed: 0,
+                ignored: 2
+            }
+        );
+    }
+
+    #[test]
+    fn tentatives_that_die_do_not_consume_ids() {
+        let mut tr = Tracker::new(no_visual()).unwrap_or_else(|e| panic!("{e}"));
+        tr.step(1, &flat(2.0));
+        tr.apply_detections(1, &[det(10.0, 10.0, 0)]); // tentative, will die
+        tr.step(2, &flat(2.0));
+        tr.apply_detections(2, &[det(300.0, 100.0, 0)]); // first dies, second tentative
+        tr.step(3, &flat(2.0));
+        tr.apply_detections(3, &[det(300.0, 100.0, 0)]); // confirmed
+        let ids: Vec<u64> = tr.tracks().map(|t| t.id).collect();
+        assert_eq!(ids, vec![1]);
+        let events = tr.drain_events();
+        assert!(matches!(events.as_slice(), [TrackEvent::Started(t)] if t.id == 1));
+    }
+
+    #[test]
+    fn restarted_sequence_resets() {
+        let mut tr = Tracker::new(TrackerConfig {
+            confirm_hits: 1,
+            ..no_visual()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        tr.step(10, &flat(2.0));
+        tr.apply_detections(10, &[det(10.0, 10.0, 0)]);
+        assert_eq!(tr.tracks().count(), 1);
+        assert!(tr.step(10, &flat(2.0)).len() == 1);
+        assert!(tr.step(3, &flat(2.0)).is_empty());
+        let events = tr.drain_events();
+        assert!(
+            matches!(events.as_slice(), [TrackEvent::Started(_), TrackEvent::Ended(t)]
+            if t.end_reason == Some(EndReason::Reset))
+        );
+    }
+
+    #[test]
+    fn bad_gray_planes_do_not_panic() {
+        let mut tr = Tracker::new(TrackerConfig {
+            confirm_hits: 1,
+            ..TrackerConfig::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        tr.apply_detections(0, &[det(10.0, 10.0, 0)]);
+        let bad = [
+            GrayImage::default(),
+            GrayImage {
+                width: 10,
+                height: 10,
+                scale: 1.0,
+                data: vec![1; 3],
+            },
+            GrayImage {
+                scale: f32::NAN,
+                ..flat(1.0)
+            },
+        ];
+        for (i, g) in bad.iter().enumerate() {
+            tr.step(i as u64 + 1, g);
+        }
+        assert_eq!(tr.tracks().count(), 1);
+        // A usable but tiny plane: the box is outside this frame, so the track ends.
+        let tiny = GrayImage {
+            width: 4,
+            height: 4,
+            scale: 2.0,
+            data: vec![1; 16],
+        };
+        tr.step(10, &tiny);
+        assert_eq!(tr.tracks().count(), 0);
+        let ended = tr.drain_events().into_iter().find_map(|e| match e {
+            TrackEvent::Ended(t) => t.end_reason,
+            TrackEvent::Started(_) => None,
+        });
+        assert_eq!(ended, Some(EndReason::LeftFrame));
+    }
+}

@@ -1,0 +1,187 @@
+//! The detection core on real data: the bundled photos, the shipped models, and golden
+//! outputs made by onnxruntime in `models/recipe/` (see models/README.md).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lookout::detect::{self, BBox, Detector, DetectorConfig, ModelSource};
+use lookout::preprocess::{self, ResizeMode};
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+fn lookout() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lookout"))
+}
+
+const PHOTOS: [(&str, &str); 3] = [("astronaut", "person"), ("chelsea", "cat"), ("coffee", "cup")];
+
+#[test]
+fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
+    let mut cmd = lookout();
+    cmd.arg("detect").arg("--json");
+    for (img, _) in PHOTOS {
+        cmd.arg(repo(&format!("tests/data/{img}.jpg")));
+    }
+    let out = cmd.output().expect("run lookout");
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).expect("utf8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "one JSON object per image: {stdout}");
+    for ((img, want), line) in PHOTOS.iter().zip(lines) {
+        let v: serde_json::Value = serde_json::from_str(line).expect("valid JSON");
+        assert!(v["file"].as_str().unwrap().ends_with(&format!("{img}.jpg")));
+        let (w, h) = (v["width"].as_f64().unwrap(), v["height"].as_f64().unwrap());
+        assert!(w > 0.0 && h > 0.0);
+        let dets = v["detections"].as_array().unwrap();
+        // The best detection of the wanted class (coffee's cup comes second, after the
+        // dining table it stands on — FP32 agrees, see models/README.md).
+        let top = dets
+            .iter()
+            .find(|d| d["label"] == *want)
+            .unwrap_or_else(|| panic!("{img}: no {want} in {dets:?}"));
+        assert_eq!(top["class_id"].as_u64().unwrap() as usize, detect::labels::class_id(want).unwrap());
+        let s = top["score"].as_f64().unwrap();
+        assert!((0.35..=1.0).contains(&s), "{img}: score {s}");
+        let b: Vec<f64> = top["box"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert!(b[0] < b[2] && b[1] < b[3] && b[2] <= w && b[3] <= h, "{img}: box {b:?} in {w}x{h}");
+        // boxes are in image pixels: the object is big in all three photos
+        assert!((b[2] - b[0]) * (b[3] - b[1]) > 0.1 * w * h, "{img}: box {b:?} too small");
+    }
+}
+
+#[test]
+fn cli_table_by_default_and_a_bad_image_does_not_stop_the_others() {
+    let dir = tempdir("badimg");
+    let bad = dir.join("broken.jpg");
+    std::fs::write(&bad, b"\xff\xd8\xff\xe0 this is not really a jpeg").unwrap();
+    let out = lookout()
+        .arg("detect")
+        .arg(&bad)
+        .arg(repo("tests/data/astronaut.jpg"))
+        .arg(dir.join("missing.png"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("astronaut.jpg") && stdout.contains("person"), "{stdout}");
+    assert!(stderr.contains("broken.jpg"), "{stderr}");
+    assert!(stderr.contains("missing.png"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lookout-test-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn corrupt_missing_and_wrong_model_files_give_one_clear_line() {
+    let dir = tempdir("models");
+    let truncated = dir.join("truncated.onnx");
+    let full = std::fs::read(repo("models/nanodet-g-416-int8.onnx")).unwrap();
+    std::fs::write(&truncated, &full[..full.len() / 3]).unwrap();
+    let text = dir.join("text.onnx");
+    std::fs::write(&text, "definitely not a protobuf\n").unwrap();
+    let wrong = repo("tests/data/not-nanodet.onnx");
+    let cases = [
+        (truncated, "not a valid ONNX model"),
+        (text, "not a valid ONNX model"),
+        (dir.join("absent.onnx"), "cannot read the file"),
+        (wrong, "lacks the NanoDet outputs"),
+    ];
+    for (model, want) in cases {
+        let out = lookout()
+            .args(["detect", "--model"])
+            .arg(&model)
+            .arg(repo("tests/data/coffee.jpg"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", model.display());
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "one line for {}: {stderr}", model.display());
+        assert!(lines[0].contains(model.file_name().unwrap().to_str().unwrap()), "{stderr}");
+        assert!(lines[0].contains(want), "{}: expected '{want}' in: {stderr}", model.display());
+    }
+}
+
+/// The golden input: the recipe's model-size RGB PNG, normalized exactly (identity resize).
+fn golden_input(img: &str, w: u32, h: u32) -> Vec<f32> {
+    let p = repo(&format!("models/golden/{img}-{w}x{h}.png"));
+    let (rgb, iw, ih) = detect::read_rgb_image(&p).unwrap();
+    assert_eq!((iw, ih), (w, h));
+    let mut t = vec![0.0; 3 * (w * h) as usize];
+    preprocess::rgb_to_tensor(&rgb, w, h, w, h, ResizeMode::Stretch, &mut t).unwrap();
+    t
+}
+
+fn read_f32(p: &Path) -> Vec<f32> {
+    std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn load(model: &str) -> Detector {
+    Detector::load(&DetectorConfig {
+        model: ModelSource::File(repo(&format!("models/{model}"))),
+        resize: ResizeMode::Stretch,
+        ..DetectorConfig::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn tract_fp32_matches_onnxruntime_raw_outputs_within_1e_4() {
+    let det = load("nanodet-g-416-fp32.onnx");
+    for (img, _) in PHOTOS {
+        let raw = det.run_raw(&golden_input(img, 416, 416)).unwrap().concatenated();
+        let golden = read_f32(&repo(&format!("models/golden/ort-fp32-416-{img}.f32")));
+        assert_eq!(raw.len(), golden.len());
+        let max = raw.iter().zip(&golden).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(max <= 1e-4, "{img}: max |tract - ort| = {max}");
+    }
+}
+
+#[derive(serde::Deserialize, Debug)]
+struct GoldenDet {
+    class_id: usize,
+    score: f32,
+    #[serde(rename = "box")]
+    bbox: [f32; 4],
+}
+
+fn golden_dets(model: &str, img: &str) -> Vec<GoldenDet> {
+    let all: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo("models/golden/detections.json")).unwrap()).unwrap();
+    serde_json::from_value(all[model][img].clone()).unwrap_or_else(|e| panic!("{model}/{img}: {e}"))
+}
+
+fn bbox(a: [f32; 4]) -> BBox {
+    BBox::new(a[0], a[1], a[2], a[3])
+}
+
+#[test]
+fn int8_top_detections_match_onnxruntime_int8_and_fp32() {
+    for (model, size) in [("nanodet-g-416-int8.onnx", 416), ("nanodet-g-320-int8.onnx", 320)] {
+        let det = load(model);
+        let fp32_ref = if size == 416 { Some("nanodet-g-416-fp32.onnx") } else { None };
+        for (img, want) in PHOTOS {
+            let ident = preprocess::Mapping::new(size, size, size, size, ResizeMode::Stretch);
+            let ours = det.detect_tensor(&golden_input(img, size, size), &ident).unwrap();
+            let top = ours.first().unwrap_or_else(|| panic!("{model} {img}: nothing"));
+            if size == 416 {
+                assert_eq!(detect::label(top.class_id), want, "{model} {img}");
+            }
+            for reference in [Some(model), fp32_ref].into_iter().flatten() {
+                let g = golden_dets(reference, img);
+                let g0 = g.first().unwrap_or_else(|| panic!("{reference} {img}: golden empty"));
+                assert_eq!(top.class_id, g0.class_id, "{model} vs {reference} on {img}");
+                let iou = top.bbox.iou(&bbox(g0.bbox));
+                assert!(iou >= 0.9, "{model} vs {reference} on {img}: IoU {iou}");
+                let _ = g0.score;
+            }
+        }
+    }
+}

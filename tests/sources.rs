@@ -1,0 +1,282 @@
+//! Frame sources without a camera: the bundled demo clip, damaged MJPEG streams, Y4M 4:2:0
+//! and 4:2:2 files, image directories, looping, pacing and the errors for bad specs.
+//! (The newest-frame logic of the camera source is unit-tested in `src/source/newest.rs`; a
+//! real V4L2 capture runs in the VM, `tests/vm/v4l2-capture.sh`.)
+
+use std::path::Path;
+use std::time::Duration;
+
+use lookout::frame::PixelFormat;
+use lookout::source::{self, FrameSource, Pacing, SourceError, SourceOptions};
+
+fn fast() -> SourceOptions {
+    SourceOptions {
+        pace: Pacing::AsFastAsPossible,
+        ..SourceOptions::default()
+    }
+}
+
+fn open(spec: &str, opts: &SourceOptions) -> Box<dyn FrameSource + Send> {
+    match source::open(spec, opts) {
+        Ok(s) => s,
+        Err(e) => panic!("opening {spec}: {e}"),
+    }
+}
+
+fn open_err(spec: &str) -> String {
+    match source::open(spec, &fast()) {
+        Ok(_) => panic!("{spec} opened but should not"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Reads every frame; panics on errors.
+fn drain(src: &mut dyn FrameSource) -> Vec<lookout::frame::Frame> {
+    let mut v = Vec::new();
+    loop {
+        match src.next() {
+            Ok(Some(f)) => v.push(f),
+            Ok(None) => return v,
+            Err(e) => panic!("reading: {e}"),
+        }
+    }
+}
+
+fn jpeg(w: u32, h: u32, shade: u8) -> Vec<u8> {
+    let rgb: Vec<u8> = (0..w * h)
+        .flat_map(|i| [shade, (i % 251) as u8, 255 - shade])
+        .collect();
+    let mut buf = Vec::new();
+    let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut buf, 80);
+    let r = image::ImageEncoder::write_image(enc, &rgb, w, h, image::ExtendedColorType::Rgb8);
+    assert!(r.is_ok(), "{r:?}");
+    buf
+}
+
+#[test]
+fn demo_clip_plays_200_frames_in_order() {
+    let mut src = open("demo", &fast());
+    assert_eq!(src.fps(), Some(10.0));
+    let frames = drain(src.as_mut());
+    assert_eq!(frames.len(), 200);
+    for w in frames.windows(2) {
+        assert_eq!(w[1].seq, w[0].seq + 1);
+        assert!(w[1].captured_at >= w[0].captured_at);
+    }
+    for f in &frames {
+        assert_eq!((f.width, f.height, f.format), (640, 480, PixelFormat::Mjpeg));
+    }
+    let st = src.stats();
+    assert_eq!((st.delivered, st.corrupt, st.dropped_stale), (200, 0, 0));
+    // Every frame of the clip decodes.
+    let mut scratch = lookout::preprocess::Scratch::new();
+    let mut out = vec![0.0; 3 * 64 * 64];
+    for f in frames.iter().step_by(20) {
+        let r = lookout::preprocess::frame_to_tensor(
+            f,
+            64,
+            64,
+            lookout::preprocess::ResizeMode::Letterbox,
+            &mut out,
+            &mut scratch,
+        );
+        assert!(r.is_ok(), "frame {}: {r:?}", f.seq);
+    }
+}
+
+#[test]
+fn demo_clip_loops() {
+    let opts = SourceOptions {
+        looped: true,
+        ..fast()
+    };
+    let mut src = open("demo", &opts);
+    let mut last = None;
+    for _ in 0..205 {
+        match src.next() {
+            Ok(Some(f)) => {
+                if let Some(l) = last {
+                    assert!(f.seq > l);
+                }
+                last = Some(f.seq);
+            }
+            other => panic!("looped clip ended: {other:?}"),
+        }
+    }
+    assert_eq!(last, Some(204));
+}
+
+#[test]
+fn real_time_pacing_spaces_frames() {
+    // Behaviour, not speed: at 50 fps, 5 frames span at least 4 intervals.
+    let opts = SourceOptions {
+        pace: Pacing::RealTime,
+        replay_fps: Some(50.0),
+        ..SourceOptions::default()
+    };
+    let mut src = open("demo", &opts);
+    let frames: Vec<_> = (0..5).filter_map(|_| src.next().ok().flatten()).collect();
+    assert_eq!(frames.len(), 5);
+    let span = frames[4].captured_at - frames[0].captured_at;
+    assert!(span >= Duration::from_millis(75), "span {span:?}");
+}
+
+#[test]
+fn damaged_mjpeg_stream_is_survived_and_counted() {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string());
+    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let good: Vec<Vec<u8>> = (0..5).map(|i| jpeg(32, 24, 40 * i as u8)).collect();
+    let mut data = Vec::new();
+    data.extend(&good[0]);
+    data.extend(&good[1]);
+    data.extend(&good[2]);
+    data.extend([0x11u8; 300]); // garbage between frames: skipped, not a frame
+    data.extend(&good[3][..good[3].len() / 2]); // truncated JPEG: one corrupt frame
+    data.extend([0xFF, 0xD8, 0xFF, 0x42, 0x42]); // SOI followed by junk: one corrupt frame
+    data.extend(&good[4]);
+    data.extend(&good[0]);
+    data.extend(&good[1][..good[1].len() - 40]); // truncated at the very end: one corrupt
+    let path = dir.join("damaged.mjpeg");
+    assert!(std::fs::write(&path, &data).is_ok());
+    let mut src = open(path.to_str().unwrap_or_default(), &fast());
+    let frames = drain(src.as_mut());
+    assert_eq!(frames.len(), 5);
+    assert_eq!(frames[3].data, good[4]);
+    assert_eq!(frames[4].data, good[0]);
+    let seqs: Vec<u64> = frames.iter().map(|f| f.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+    assert_eq!(src.stats().corrupt, 3);
+    assert_eq!(src.stats().delivered, 5);
+    assert!(frames.iter().all(|f| (f.width, f.height) == (32, 24)));
+}
+
+fn write_y4m(path: &Path, header: &str, frames: &[Vec<u8>]) {
+    let mut data = header.as_bytes().to_vec();
+    for f in frames {
+        data.extend(b"FRAME\n");
+        data.extend(f);
+    }
+    assert!(std::fs::write(path, data).is_ok());
+}
+
+#[test]
+fn y4m_420_and_422_round_trip() {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string());
+    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    for (tag, format) in [
+        ("C420jpeg", PixelFormat::Yu12),
+        ("C420mpeg2 XYSCSS=420MPEG2", PixelFormat::Yu12),
+        ("C422", PixelFormat::Yuv422p),
+        ("Cmono", PixelFormat::Grey),
+    ] {
+        let (w, h) = (16u32, 10u32);
+        let len = format.frame_len(w, h).unwrap_or(0);
+        let frames: Vec<Vec<u8>> = (0..3u8)
+            .map(|k| (0..len).map(|i| (i as u8).wrapping_mul(3).wrapping_add(k)).collect())
+            .collect();
+        let path = dir.join(format!("clip-{}.y4m", format));
+        write_y4m(&path, &format!("YUV4MPEG2 W{w} H{h} F25:1 Ip A1:1 {tag}\n"), &frames);
+        let mut src = open(path.to_str().unwrap_or_default(), &fast());
+        assert_eq!(src.fps(), Some(25.0));
+        let got = drain(src.as_mut());
+        assert_eq!(got.len(), 3, "{tag}");
+        for (g, want) in got.iter().zip(&frames) {
+            assert_eq!((g.width, g.height, g.format), (w, h, format), "{tag}");
+            assert_eq!(&g.data, want, "{tag}");
+        }
+    }
+    // No C tag means 4:2:0; a truncated last frame is counted and ends the stream.
+    let path = dir.join("default.y4m");
+    let len = PixelFormat::Yu12.frame_len(8, 8).unwrap_or(0);
+    let mut data = b"YUV4MPEG2 W8 H8 F30000:1001\nFRAME\n".to_vec();
+    data.extend(vec![100u8; len]);
+    data.extend(b"FRAME\n");
+    data.extend(vec![100u8; len / 2]);
+    assert!(std::fs::write(&path, data).is_ok());
+    let mut src = open(path.to_str().unwrap_or_default(), &fast());
+    assert!(src.fps().is_some_and(|f| (f - 29.97).abs() < 0.01));
+    let got = drain(src.as_mut());
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].format, PixelFormat::Yu12);
+    assert_eq!(src.stats().corrupt, 1);
+}
+
+#[test]
+fn y4m_bad_headers_are_clear_errors() {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string());
+    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let p = dir.join("c444.y4m");
+    write_y4m(&p, "YUV4MPEG2 W8 H8 F25:1 C444\n", &[]);
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(e.contains("c444.y4m") && e.contains("C444") && e.contains("C420"), "{e}");
+    let p = dir.join("notyuv.y4m");
+    assert!(std::fs::write(&p, b"hello world\n").is_ok());
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(e.contains("notyuv.y4m") && e.contains("YUV4MPEG2"), "{e}");
+    let p = dir.join("nosize.y4m");
+    write_y4m(&p, "YUV4MPEG2 F25:1\n", &[]);
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(e.contains("W or H"), "{e}");
+}
+
+#[test]
+fn image_directory_plays_in_name_order() {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string());
+    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    assert!(std::fs::write(dir.join("b.jpg"), jpeg(20, 10, 10)).is_ok());
+    let png = image::RgbImage::from_fn(12, 6, |x, y| image::Rgb([x as u8, y as u8, 7]));
+    assert!(png.save(dir.join("a.png")).is_ok());
+    assert!(std::fs::write(dir.join("c.JPEG"), jpeg(8, 8, 99)).is_ok());
+    assert!(std::fs::write(dir.join("bb-broken.jpg"), b"not a jpeg at all").is_ok());
+    assert!(std::fs::write(dir.join("notes.txt"), b"ignored").is_ok());
+    let spec = format!("{}/", dir.display());
+    let mut src = open(&spec, &fast());
+    let frames = drain(src.as_mut());
+    let got: Vec<(u32, u32, PixelFormat)> = frames.iter().map(|f| (f.width, f.height, f.format)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (12, 6, PixelFormat::Rgb24),
+            (20, 10, PixelFormat::Mjpeg),
+            (8, 8, PixelFormat::Mjpeg)
+        ]
+    );
+    assert_eq!(frames[0].data[..3], [0, 0, 7]);
+    assert_eq!(src.stats().corrupt, 1);
+}
+
+#[test]
+fn bad_specs_are_clear_errors() {
+    let e = open_err("/nonexistent/clip.mjpeg");
+    assert!(e.contains("/nonexistent/clip.mjpeg"), "{e}");
+    let e = open_err("/nonexistent/clip.y4m");
+    assert!(e.contains("/nonexistent/clip.y4m"), "{e}");
+    let e = open_err("movie.mp4");
+    assert!(e.contains("movie.mp4") && e.contains("FILE.mjpeg"), "{e}");
+    let e = open_err("");
+    assert!(e.contains("unknown source"), "{e}");
+    let e = open_err("/dev/video-lookout-test-missing");
+    assert!(e.contains("/dev/video-lookout-test-missing") && e.contains("cannot open camera"), "{e}");
+    // /dev/null exists but is not a V4L2 device.
+    let e = open_err("/dev/null");
+    assert!(e.contains("/dev/null"), "{e}");
+
+    let dir = tempfile::tempdir().map_err(|e| e.to_string());
+    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let e = open_err(dir.to_str().unwrap_or_default());
+    assert!(e.contains("no usable frames") && e.contains(".png"), "{e}");
+    let p = dir.join("empty.mjpeg");
+    assert!(std::fs::write(&p, [0u8; 100]).is_ok());
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(e.contains("empty.mjpeg") && e.contains("FF D8 FF"), "{e}");
+    let missing_dir = dir.join("nope/");
+    let e = open_err(&format!("{}/", missing_dir.display()));
+    assert!(e.contains("nope"), "{e}");
+}
+
+#[test]
+fn source_errors_say_whether_to_retry() {
+    let e = source::open("/dev/video-lookout-test-missing", &fast()).err();
+    assert!(matches!(e, Some(SourceError::NoDevice { .. })));
+    assert!(e.is_some_and(|e| !e.is_transient()));
+}
