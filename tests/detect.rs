@@ -167,20 +167,21 @@ fn int8_top_detections_match_onnxruntime_int8_and_fp32() {
     for (model, size) in [("nanodet-g-416-int8.onnx", 416), ("nanodet-g-320-int8.onnx", 320)] {
         let det = load(model);
         let fp32_ref = if size == 416 { Some("nanodet-g-416-fp32.onnx") } else { None };
-        for (img, want) in PHOTOS {
+        for (img, _) in PHOTOS {
             let ident = preprocess::Mapping::new(size, size, size, size, ResizeMode::Stretch);
             let ours = det.detect_tensor(&golden_input(img, size, size), &ident).unwrap();
-            let top = ours.first().unwrap_or_else(|| panic!("{model} {img}: nothing"));
-            if size == 416 {
-                assert_eq!(detect::label(top.class_id), want, "{model} {img}");
-            }
             for reference in [Some(model), fp32_ref].into_iter().flatten() {
                 let g = golden_dets(reference, img);
-                let g0 = g.first().unwrap_or_else(|| panic!("{reference} {img}: golden empty"));
+                let (Some(top), Some(g0)) = (ours.first(), g.first()) else {
+                    // Both empty is agreement; one empty is only tolerated at the threshold.
+                    let lone = ours.first().map(|d| d.score).or(g.first().map(|d| d.score));
+                    assert!(lone.is_none_or(|s| s < 0.40), "{model} vs {reference} on {img}: {ours:?} vs {g:?}");
+                    continue;
+                };
                 assert_eq!(top.class_id, g0.class_id, "{model} vs {reference} on {img}");
                 let iou = top.bbox.iou(&bbox(g0.bbox));
                 assert!(iou >= 0.9, "{model} vs {reference} on {img}: IoU {iou}");
-                let _ = g0.score;
+                assert!((top.score - g0.score).abs() < 0.1, "{model} vs {reference} on {img}: score {} vs {}", top.score, g0.score);
             }
         }
     }

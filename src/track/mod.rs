@@ -200,7 +200,7 @@ impl Tracker {
         &self.cfg
     }
 
-    /// The latest frame stepped (or that detections were applied at before any frame).
+    /// The latest frame stepped, if any since the start or the last reset.
     pub fn seq(&self) -> Option<u64> {
         self.seq
     }
@@ -304,7 +304,7 @@ impl Tracker {
             p.seq = seq;
             p.detected = false;
             p.age_frames = seq.saturating_sub(p.first_seq);
-            p.frames_since_detection += dt;
+            p.frames_since_detection = p.frames_since_detection.saturating_add(dt);
             t.history.push(seq, p.bbox);
 
             if let Some((fw, fh)) = self.frame_size {
@@ -463,9 +463,6 @@ impl Tracker {
                 self.next_id += 1;
                 self.events.push(TrackEvent::Started(t.public.clone()));
             }
-        }
-        if self.seq.is_none() {
-            self.seq = Some(det_seq);
         }
         self.bury_dead();
         self.rebuild_output();
