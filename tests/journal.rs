@@ -1,0 +1,111 @@
+//! The journal, for real: `lookout run` logs to a standalone systemd-journald (started by
+//! `.ci/harness/journald-check.sh real`, which sets `JOURNAL_MODE=real`) and the stats and
+//! track events are read back with `journalctl -o json`.
+//!
+//! Outside that harness (`JOURNAL_MODE` unset) the test checks the stderr form instead, so a
+//! plain `cargo test` still exercises the same fields.
+
+use std::os::unix::fs::MetadataExt;
+use std::process::{Command, Stdio};
+
+fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let p = dir.join("journal-test.toml");
+    std::fs::write(
+        &p,
+        "[source]\nspec = \"demo\"\nfps = 40\n\n[pipeline]\ndetect_every = 2\nstats_interval = 1.0\n",
+    )
+    .unwrap();
+    p
+}
+
+const STATS_FIELDS: [&str; 9] = [
+    "FPS",
+    "DETECT_FPS",
+    "MODEL_TIME_MS",
+    "MODEL_TIME_P95_MS",
+    "TRACK_TIME_MS",
+    "FRAME_AGE_MS",
+    "FRAME_AGE_P95_MS",
+    "FRAMES_DROPPED",
+    "TRACKS",
+];
+
+#[test]
+fn stats_and_track_events_carry_their_fields() {
+    let dir = std::env::temp_dir().join(format!("lookout-journal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = write_config(&dir);
+    let real = std::env::var("JOURNAL_MODE").as_deref() == Ok("real");
+    let err_path = dir.join("stderr.txt");
+    let err_file = std::fs::File::create(&err_path).unwrap();
+    let meta = err_file.metadata().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
+    cmd.args(["run", "--config"]).arg(&cfg).stdout(Stdio::null()).stderr(err_file);
+    if real {
+        // What systemd does: stderr is the journal stream, identified by device:inode.
+        cmd.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()));
+    } else {
+        cmd.env_remove("JOURNAL_STREAM");
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "lookout run failed: {}", std::fs::read_to_string(&err_path).unwrap());
+
+    let entries: Vec<serde_json::Map<String, serde_json::Value>> = if real {
+        let out = Command::new("journalctl")
+            .args(["--no-pager", "-o", "json", &format!("_PID={pid}")])
+            .output()
+            .expect("journalctl");
+        assert!(out.status.success(), "journalctl: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    } else {
+        // stderr form: "lookout info: message KEY=value KEY=value"
+        std::fs::read_to_string(&err_path)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("LOOKOUT_EVENT="))
+            .map(|l| {
+                let mut m = serde_json::Map::new();
+                for kv in l.split(' ').filter(|w| w.contains('=')) {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    if k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+                        m.insert(k.into(), serde_json::Value::String(v.into()));
+                    }
+                }
+                m
+            })
+            .collect()
+    };
+    let event = |e: &serde_json::Map<String, serde_json::Value>| e.get("LOOKOUT_EVENT").and_then(|v| v.as_str()).map(String::from);
+    let stats: Vec<_> = entries.iter().filter(|e| event(e).as_deref() == Some("stats")).collect();
+    assert!(stats.len() >= 2, "stats entries: {} of {} entries", stats.len(), entries.len());
+    for s in &stats {
+        for f in STATS_FIELDS {
+            let v = s.get(f).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("stats entry lacks {f}: {s:?}"));
+            assert!(v.parse::<f64>().is_ok(), "{f}={v} is not a number");
+        }
+        if real {
+            let msg = s["MESSAGE"].as_str().unwrap();
+            assert!(msg.contains("fps") && msg.contains("model"), "{msg}");
+            assert_eq!(s["PRIORITY"].as_str(), Some("5"));
+        }
+    }
+    let fps: f64 = stats[0]["FPS"].as_str().unwrap().parse().unwrap();
+    assert!(fps > 5.0, "FPS {fps}");
+    let model_ms: f64 = stats[0]["MODEL_TIME_MS"].as_str().unwrap().parse().unwrap();
+    assert!(model_ms > 0.0, "MODEL_TIME_MS {model_ms}");
+    for kind in ["track_start", "track_end"] {
+        let ev: Vec<_> = entries.iter().filter(|e| event(e).as_deref() == Some(kind)).collect();
+        assert!(!ev.is_empty(), "no {kind} events");
+        for e in ev {
+            for f in ["TRACK_ID", "LABEL", "SCORE", "BOX"] {
+                assert!(e.contains_key(f), "{kind} lacks {f}: {e:?}");
+            }
+            let bx = e["BOX"].as_str().unwrap();
+            assert_eq!(bx.split(',').count(), 4, "BOX={bx}");
+        }
+    }
+    assert!(entries.iter().any(|e| event(e).as_deref() == Some("summary")));
+    let _ = std::fs::remove_dir_all(dir);
+}
