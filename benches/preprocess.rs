@@ -34,7 +34,8 @@ fn make_frame(format: PixelFormat, w: u32, h: u32) -> Frame {
         PixelFormat::Mjpeg => {
             let mut buf = Vec::new();
             let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut buf, 80);
-            let _ = image::ImageEncoder::write_image(enc, &rgb, w, h, image::ExtendedColorType::Rgb8);
+            let _ =
+                image::ImageEncoder::write_image(enc, &rgb, w, h, image::ExtendedColorType::Rgb8);
             buf
         }
         PixelFormat::Rgb24 => rgb,
@@ -84,7 +85,13 @@ fn naive(frame: &Frame, out: &mut [f32]) {
             img
         }
     };
-    let m = Mapping::new(frame.width, frame.height, INPUT, INPUT, ResizeMode::Letterbox);
+    let m = Mapping::new(
+        frame.width,
+        frame.height,
+        INPUT,
+        INPUT,
+        ResizeMode::Letterbox,
+    );
     let iw = (frame.width as f32 * m.scale_x).round() as u32;
     let ih = (frame.height as f32 * m.scale_y).round() as u32;
     let small = image::imageops::resize(&rgb, iw, ih, image::imageops::FilterType::Triangle);
@@ -161,11 +168,21 @@ fn bench_tensor(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new("fused", format), &frame, |b, f| {
                 b.iter(|| {
                     // A new seq each time so MJPEG is really decoded, not served from cache.
-                    let mut f2 = Frame { data: Vec::new(), ..f.clone() };
+                    let mut f2 = Frame {
+                        data: Vec::new(),
+                        ..f.clone()
+                    };
                     std::mem::swap(&mut f2.data, &mut copy);
                     f2.data.copy_from_slice(&f.data);
                     f2.seq = f2.seq.wrapping_add(1);
-                    let r = frame_to_tensor(&f2, INPUT, INPUT, ResizeMode::Letterbox, &mut out, &mut scratch);
+                    let r = frame_to_tensor(
+                        &f2,
+                        INPUT,
+                        INPUT,
+                        ResizeMode::Letterbox,
+                        &mut out,
+                        &mut scratch,
+                    );
                     std::mem::swap(&mut f2.data, &mut copy);
                     black_box(r.is_ok())
                 })
@@ -180,7 +197,12 @@ fn bench_tensor(c: &mut Criterion) {
 
 fn bench_gray(c: &mut Criterion) {
     let mut g = c.benchmark_group("gray_640x480_to_320");
-    for format in [PixelFormat::Yuyv, PixelFormat::Nv12, PixelFormat::Grey, PixelFormat::Rgb24] {
+    for format in [
+        PixelFormat::Yuyv,
+        PixelFormat::Nv12,
+        PixelFormat::Grey,
+        PixelFormat::Rgb24,
+    ] {
         let frame = make_frame(format, 640, 480);
         let mut scratch = Scratch::new();
         let mut out = GrayImage::default();
@@ -196,12 +218,24 @@ fn bench_jpeg(c: &mut Criterion) {
     for (w, h) in [(640u32, 480u32), (1280, 720)] {
         let frame = make_frame(PixelFormat::Mjpeg, w, h);
         let mut buf = Vec::new();
-        g.bench_with_input(BenchmarkId::new("zune_jpeg", format!("{w}x{h}")), &frame, |b, f| {
-            b.iter(|| black_box(decode_jpeg_rgb(&f.data, &mut buf).is_ok()))
-        });
-        g.bench_with_input(BenchmarkId::new("image_crate", format!("{w}x{h}")), &frame, |b, f| {
-            b.iter(|| black_box(image::load_from_memory(&f.data).map(|i| i.to_rgb8().len()).ok()))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("zune_jpeg", format!("{w}x{h}")),
+            &frame,
+            |b, f| b.iter(|| black_box(decode_jpeg_rgb(&f.data, &mut buf).is_ok())),
+        );
+        g.bench_with_input(
+            BenchmarkId::new("image_crate", format!("{w}x{h}")),
+            &frame,
+            |b, f| {
+                b.iter(|| {
+                    black_box(
+                        image::load_from_memory(&f.data)
+                            .map(|i| i.to_rgb8().len())
+                            .ok(),
+                    )
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -66,14 +66,22 @@ pub fn run_devices(args: &DevicesArgs) -> anyhow::Result<()> {
 pub fn format_device(d: &DeviceInfo) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "{}: {} (driver {}, bus {})", d.path, d.card, d.driver, d.bus);
+    let _ = writeln!(
+        s,
+        "{}: {} (driver {}, bus {})",
+        d.path, d.card, d.driver, d.bus
+    );
     for f in &d.formats {
         let _ = writeln!(
             s,
             "  {:<4} {}{}",
             f.fourcc,
             f.description,
-            if f.supported { "" } else { "  [not read by lookout]" }
+            if f.supported {
+                ""
+            } else {
+                "  [not read by lookout]"
+            }
         );
         for size in &f.sizes {
             let line = match size {
@@ -274,7 +282,9 @@ pub fn capture(
                 in_a_row += 1;
                 r.errors.push(e.to_string());
                 if in_a_row > 5 {
-                    return Err(e).context(format!("{spec}: giving up after {in_a_row} errors in a row"));
+                    return Err(e).context(format!(
+                        "{spec}: giving up after {in_a_row} errors in a row"
+                    ));
                 }
                 continue;
             }
@@ -324,7 +334,8 @@ pub fn format_report(r: &CaptureReport) -> String {
         opt(r.format.clone()),
         opt(r.width.map(|v| v.to_string())),
         opt(r.height.map(|v| v.to_string())),
-        r.nominal_fps.map_or(String::new(), |f| format!(" @ {f:.2} fps nominal"))
+        r.nominal_fps
+            .map_or(String::new(), |f| format!(" @ {f:.2} fps nominal"))
     );
     s += &format!(
         "frames           {}{}\n",
@@ -339,17 +350,27 @@ pub fn format_report(r: &CaptureReport) -> String {
         "seq              {} .. {}{}\n",
         opt(r.first_seq.map(|v| v.to_string())),
         opt(r.last_seq.map(|v| v.to_string())),
-        if r.seq_increasing { "" } else { " (NOT increasing)" }
+        if r.seq_increasing {
+            ""
+        } else {
+            " (NOT increasing)"
+        }
     );
     s += &format!(
         "captured_at      {} .. {} s{}\n",
         opt(r.first_captured_at.map(|v| format!("{v:.6}"))),
         opt(r.last_captured_at.map(|v| format!("{v:.6}"))),
-        if r.timestamps_monotonic { "" } else { " (went BACKWARDS)" }
+        if r.timestamps_monotonic {
+            ""
+        } else {
+            " (went BACKWARDS)"
+        }
     );
     s += &format!(
         "mean interval    {}\n",
-        opt(r.mean_interval_ms.map(|v| format!("{v:.2} ms ({:.2} fps)", 1000.0 / v.max(1e-9))))
+        opt(r
+            .mean_interval_ms
+            .map(|v| format!("{v:.2} ms ({:.2} fps)", 1000.0 / v.max(1e-9))))
     );
     for e in &r.errors {
         s += &format!("error            {e}\n");
@@ -380,7 +401,9 @@ mod tests {
         let mut src = source::open("demo", &opts).ok();
         let r = src.as_mut().map(|s| capture(s.as_mut(), "demo", 5));
         let r = r.and_then(|r| r.ok());
-        assert!(r.as_ref().is_some_and(|r| r.frames == 5 && r.seq_increasing));
+        assert!(r
+            .as_ref()
+            .is_some_and(|r| r.frames == 5 && r.seq_increasing));
         let text = r.map(|r| format_report(&r)).unwrap_or_default();
         assert!(text.contains("MJPG 640x480"), "{text}");
     }

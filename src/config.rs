@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::{DetectorConfig, ModelSource, labels};
+use crate::detect::{labels, DetectorConfig, ModelSource};
 use crate::preprocess::ResizeMode;
 use crate::track::TrackerConfig;
 
@@ -238,8 +238,15 @@ impl Config {
             problems
                 .into_iter()
                 .map(|(key, message)| {
-                    let (line, column) = span_of(text, &key).map_or((0, 0), |s| line_col(text, s.start));
-                    ConfigError { file: file.into(), key, line, column, message }
+                    let (line, column) =
+                        span_of(text, &key).map_or((0, 0), |s| line_col(text, s.start));
+                    ConfigError {
+                        file: file.into(),
+                        key,
+                        line,
+                        column,
+                        message,
+                    }
                 })
                 .collect(),
         ))
@@ -254,62 +261,126 @@ impl Config {
             bad("source.spec", "expected a device (/dev/videoN), a file (.mjpeg/.y4m), a directory or \"demo\", found an empty string".into());
         } else if s.spec.starts_with("/dev/") {
             if !Path::new(&s.spec).exists() {
-                bad("source.spec", format!("expected an existing V4L2 device, found {} (no such device)", s.spec));
+                bad(
+                    "source.spec",
+                    format!(
+                        "expected an existing V4L2 device, found {} (no such device)",
+                        s.spec
+                    ),
+                );
             }
         } else if s.spec != "demo" && !Path::new(&s.spec).exists() {
-            bad("source.spec", format!("expected an existing file or directory, found {} (not found)", s.spec));
+            bad(
+                "source.spec",
+                format!(
+                    "expected an existing file or directory, found {} (not found)",
+                    s.spec
+                ),
+            );
         }
         if s.width > 16384 || s.height > 16384 || (s.width == 0) != (s.height == 0) {
             bad("source.width", format!("expected width and height both 0 (device default) or both in 1..=16384, found {}x{}", s.width, s.height));
         }
         if !s.format.is_empty() && (s.format.len() != 4 || !s.format.is_ascii()) {
-            bad("source.format", format!("expected a 4-character FourCC like \"YUYV\" or \"MJPG\", found {:?}", s.format));
+            bad(
+                "source.format",
+                format!(
+                    "expected a 4-character FourCC like \"YUYV\" or \"MJPG\", found {:?}",
+                    s.format
+                ),
+            );
         }
         if s.fps > 1000 {
-            bad("source.fps", format!("expected 0 (default) or 1..=1000, found {}", s.fps));
+            bad(
+                "source.fps",
+                format!("expected 0 (default) or 1..=1000, found {}", s.fps),
+            );
         }
         let m = &self.model;
         if !m.file.is_empty() {
             match std::fs::File::open(&m.file) {
                 Ok(_) => {}
-                Err(e) => bad("model.file", format!("expected a readable ONNX file, found {} ({e})", m.file)),
+                Err(e) => bad(
+                    "model.file",
+                    format!("expected a readable ONNX file, found {} ({e})", m.file),
+                ),
             }
         }
         match m.input_size.as_slice() {
             [] => {}
-            [w, h] if *w > 0 && *h > 0 && w % 32 == 0 && h % 32 == 0 && *w <= 2048 && *h <= 2048 => {}
-            other => bad("model.input_size", format!("expected [width, height], multiples of 32 up to 2048, found {other:?}")),
+            [w, h]
+                if *w > 0 && *h > 0 && w % 32 == 0 && h % 32 == 0 && *w <= 2048 && *h <= 2048 => {}
+            other => bad(
+                "model.input_size",
+                format!("expected [width, height], multiples of 32 up to 2048, found {other:?}"),
+            ),
         }
         if !(m.threshold > 0.0 && m.threshold < 1.0) {
-            bad("model.threshold", format!("expected a score in 0..1 (exclusive), found {}", m.threshold));
+            bad(
+                "model.threshold",
+                format!(
+                    "expected a score in 0..1 (exclusive), found {}",
+                    m.threshold
+                ),
+            );
         }
         if !(m.iou_threshold > 0.0 && m.iou_threshold <= 1.0) {
-            bad("model.iou_threshold", format!("expected a value in 0..=1, found {}", m.iou_threshold));
+            bad(
+                "model.iou_threshold",
+                format!("expected a value in 0..=1, found {}", m.iou_threshold),
+            );
         }
         if m.max_detections == 0 || m.max_detections > 1000 {
-            bad("model.max_detections", format!("expected 1..=1000, found {}", m.max_detections));
+            bad(
+                "model.max_detections",
+                format!("expected 1..=1000, found {}", m.max_detections),
+            );
         }
         let cores = core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1);
         if m.threads == 0 || m.threads > 64 {
-            bad("model.threads", format!("expected 1..=64, found {}", m.threads));
+            bad(
+                "model.threads",
+                format!("expected 1..=64, found {}", m.threads),
+            );
         }
         let pl = &self.pipeline;
         if pl.detect_every == 0 || pl.detect_every > 1000 {
-            bad("pipeline.detect_every", format!("expected 1..=1000 frames, found {}", pl.detect_every));
+            bad(
+                "pipeline.detect_every",
+                format!("expected 1..=1000 frames, found {}", pl.detect_every),
+            );
         }
-        for (k, v) in [("pipeline.capture_core", pl.capture_core), ("pipeline.track_core", pl.track_core)] {
+        for (k, v) in [
+            ("pipeline.capture_core", pl.capture_core),
+            ("pipeline.track_core", pl.track_core),
+        ] {
             if let Some(v) = v.filter(|v| *v >= cores) {
-                bad(k, format!("expected a core in 0..{cores} of this machine, found {v}"));
+                bad(
+                    k,
+                    format!("expected a core in 0..{cores} of this machine, found {v}"),
+                );
             }
         }
         if let Some(c) = pl.detect_cores.iter().find(|c| **c >= cores) {
-            bad("pipeline.detect_cores", format!("expected cores in 0..{cores} of this machine, found {c}"));
+            bad(
+                "pipeline.detect_cores",
+                format!("expected cores in 0..{cores} of this machine, found {c}"),
+            );
         }
         if !(pl.stats_interval >= 0.5 && pl.stats_interval <= 3600.0) {
-            bad("pipeline.stats_interval", format!("expected seconds in 0.5..=3600, found {}", pl.stats_interval));
+            bad(
+                "pipeline.stats_interval",
+                format!(
+                    "expected seconds in 0.5..=3600, found {}",
+                    pl.stats_interval
+                ),
+            );
         }
         if !(32..=1920).contains(&pl.track_width) {
-            bad("pipeline.track_width", format!("expected 32..=1920 pixels, found {}", pl.track_width));
+            bad(
+                "pipeline.track_width",
+                format!("expected 32..=1920 pixels, found {}", pl.track_width),
+            );
         }
         if let Err(e) = self.tracker.validate() {
             let e = e.with_prefix("tracker");
@@ -317,13 +388,24 @@ impl Config {
         }
         for l in &self.output.labels {
             if labels::class_id(l).is_none() {
-                bad("output.labels", format!("expected COCO labels like \"person\", \"car\", \"cat\", found {l:?}"));
+                bad(
+                    "output.labels",
+                    format!("expected COCO labels like \"person\", \"car\", \"cat\", found {l:?}"),
+                );
             }
         }
         if !self.output.tracks_file.is_empty() {
-            let parent = Path::new(&self.output.tracks_file).parent().filter(|p| !p.as_os_str().is_empty());
+            let parent = Path::new(&self.output.tracks_file)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty());
             if parent.is_some_and(|p| !p.is_dir()) {
-                bad("output.tracks_file", format!("expected a path in an existing directory, found {}", self.output.tracks_file));
+                bad(
+                    "output.tracks_file",
+                    format!(
+                        "expected a path in an existing directory, found {}",
+                        self.output.tracks_file
+                    ),
+                );
             }
         }
         p
@@ -333,7 +415,11 @@ impl Config {
     pub fn detector(&self) -> DetectorConfig {
         let m = &self.model;
         DetectorConfig {
-            model: if m.file.is_empty() { ModelSource::Embedded } else { ModelSource::File(PathBuf::from(&m.file)) },
+            model: if m.file.is_empty() {
+                ModelSource::Embedded
+            } else {
+                ModelSource::File(PathBuf::from(&m.file))
+            },
             input_size: match m.input_size.as_slice() {
                 [w, h] => Some((*w, *h)),
                 _ => None,
@@ -351,7 +437,13 @@ impl Config {
         if self.output.labels.is_empty() {
             None
         } else {
-            Some(self.output.labels.iter().filter_map(|l| labels::class_id(l)).collect())
+            Some(
+                self.output
+                    .labels
+                    .iter()
+                    .filter_map(|l| labels::class_id(l))
+                    .collect(),
+            )
         }
     }
 
@@ -384,7 +476,10 @@ mod tests {
     fn range_error_names_key_line_and_values() {
         let e = Config::parse("[pipeline]\n\ndetect_every = 0\n", "t.toml").unwrap_err();
         let e = &e.0[0];
-        assert_eq!((e.key.as_str(), e.line, e.column), ("pipeline.detect_every", 3, 1));
+        assert_eq!(
+            (e.key.as_str(), e.line, e.column),
+            ("pipeline.detect_every", 3, 1)
+        );
         assert!(e.message.contains("found 0"));
     }
 

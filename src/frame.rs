@@ -137,7 +137,10 @@ mod tests {
     #[test]
     fn frame_sizes() {
         assert_eq!(PixelFormat::Yuyv.frame_len(640, 480), Some(640 * 480 * 2));
-        assert_eq!(PixelFormat::Nv12.frame_len(640, 480), Some(640 * 480 * 3 / 2));
+        assert_eq!(
+            PixelFormat::Nv12.frame_len(640, 480),
+            Some(640 * 480 * 3 / 2)
+        );
         assert_eq!(PixelFormat::Mjpeg.frame_len(640, 480), None);
     }
 

@@ -5,15 +5,16 @@
 //! `ARCHITECTURE.md` for the map of the code.
 
 pub mod cli;
+pub mod cli_sources;
 pub mod config;
 pub mod detect;
+pub mod fidelity;
 pub mod frame;
 pub mod logging;
 pub mod output;
 pub mod pipeline;
 pub mod preprocess;
 pub mod service;
+pub mod source;
 pub mod stats;
 pub mod track;
-pub mod source;
-pub mod cli_sources;

@@ -11,7 +11,10 @@ use log::{Level, LevelFilter, Log, Metadata, Record};
 
 /// Reads `LOOKOUT_LOG` (error|warn|info|debug|trace, default info).
 fn level_from_env() -> LevelFilter {
-    std::env::var("LOOKOUT_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(LevelFilter::Info)
+    std::env::var("LOOKOUT_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(LevelFilter::Info)
 }
 
 /// Installs the global logger: journal when `JOURNAL_STREAM` says stderr is the journal,
@@ -41,7 +44,8 @@ struct Fields(String);
 
 impl<'kvs> VisitSource<'kvs> for Fields {
     fn visit_pair(&mut self, key: Key<'kvs>, value: Value<'kvs>) -> Result<(), log::kv::Error> {
-        self.0.push_str(&format!(" {}={}", key.as_str().to_ascii_uppercase(), value));
+        self.0
+            .push_str(&format!(" {}={}", key.as_str().to_ascii_uppercase(), value));
         Ok(())
     }
 }

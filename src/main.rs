@@ -59,7 +59,11 @@ fn main() -> ExitCode {
         },
         Command::CheckConfig { file } => match lookout::config::Config::load(file) {
             Ok(cfg) => {
-                println!("# {}: valid; effective configuration:\n{}", file.display(), cfg.to_toml());
+                println!(
+                    "# {}: valid; effective configuration:\n{}",
+                    file.display(),
+                    cfg.to_toml()
+                );
                 ExitCode::SUCCESS
             }
             Err(errs) => {

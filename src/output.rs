@@ -56,7 +56,10 @@ pub fn track_out(id: u64, class_id: usize, score: f32, bbox: &BBox, detected: bo
 
 /// Logs a track's start as a journal entry.
 pub fn log_track_start(t: &TrackOut) {
-    let bx = format!("{:.0},{:.0},{:.0},{:.0}", t.bbox[0], t.bbox[1], t.bbox[2], t.bbox[3]);
+    let bx = format!(
+        "{:.0},{:.0},{:.0},{:.0}",
+        t.bbox[0], t.bbox[1], t.bbox[2], t.bbox[3]
+    );
     log::info!(
         LOOKOUT_EVENT = "track_start", TRACK_ID = t.id, LABEL = t.label.as_str(), SCORE = format!("{:.3}", t.score).as_str(), BOX = bx.as_str();
         "track {} started: {} {:.2} at [{}]", t.id, t.label, t.score, bx
@@ -65,7 +68,10 @@ pub fn log_track_start(t: &TrackOut) {
 
 /// Logs a track's end as a journal entry.
 pub fn log_track_end(t: &TrackOut, frames: u64) {
-    let bx = format!("{:.0},{:.0},{:.0},{:.0}", t.bbox[0], t.bbox[1], t.bbox[2], t.bbox[3]);
+    let bx = format!(
+        "{:.0},{:.0},{:.0},{:.0}",
+        t.bbox[0], t.bbox[1], t.bbox[2], t.bbox[3]
+    );
     log::info!(
         LOOKOUT_EVENT = "track_end", TRACK_ID = t.id, LABEL = t.label.as_str(), SCORE = format!("{:.3}", t.score).as_str(), BOX = bx.as_str(), TRACK_FRAMES = frames;
         "track {} ended: {} after {} frame(s), last at [{}]", t.id, t.label, frames, bx
@@ -92,20 +98,32 @@ pub struct TracksWriter {
 impl TracksWriter {
     /// Creates (truncates) the file.
     pub fn create(path: &Path) -> Result<TracksWriter, TracksFileError> {
-        let f = File::create(path).map_err(|source| TracksFileError { path: path.into(), source })?;
-        Ok(TracksWriter { path: path.into(), out: BufWriter::new(f) })
+        let f = File::create(path).map_err(|source| TracksFileError {
+            path: path.into(),
+            source,
+        })?;
+        Ok(TracksWriter {
+            path: path.into(),
+            out: BufWriter::new(f),
+        })
     }
 
     /// Appends one frame.
     pub fn write(&mut self, frame: &FrameOut) -> Result<(), TracksFileError> {
-        let err = |source| TracksFileError { path: self.path.clone(), source };
+        let err = |source| TracksFileError {
+            path: self.path.clone(),
+            source,
+        };
         serde_json::to_writer(&mut self.out, frame).map_err(|e| err(e.into()))?;
         self.out.write_all(b"\n").map_err(err)
     }
 
     /// Flushes buffered lines to the file.
     pub fn flush(&mut self) -> Result<(), TracksFileError> {
-        self.out.flush().map_err(|source| TracksFileError { path: self.path.clone(), source })
+        self.out.flush().map_err(|source| TracksFileError {
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 
@@ -118,7 +136,12 @@ mod tests {
         let p = std::env::temp_dir().join(format!("lookout-tracks-{}.jsonl", std::process::id()));
         let mut w = TracksWriter::create(&p).unwrap();
         let t = track_out(7, 0, 0.8123, &BBox::new(1.04, 2.0, 30.0, 40.0), true);
-        w.write(&FrameOut { seq: 3, captured_at_ms: 12.5, tracks: vec![t] }).unwrap();
+        w.write(&FrameOut {
+            seq: 3,
+            captured_at_ms: 12.5,
+            tracks: vec![t],
+        })
+        .unwrap();
         w.flush().unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();

@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::detect::{Detection, Detector, ModelInfo};
-use crate::frame::{Frame, GrayImage, monotonic_now};
+use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::output::{self, FrameOut, TracksWriter};
 use crate::preprocess::{self, Scratch};
+use crate::service::Notifier;
 use crate::source::{self, FrameSource, Pacing, SourceOptions};
 use crate::stats::{Report, Window};
-use crate::service::Notifier;
 use crate::track::{TrackEvent, Tracker};
 
 /// How detection is scheduled against tracking.
@@ -175,7 +175,11 @@ impl CoreMap {
             capture: Some(p.capture_core.unwrap_or(cap)),
             track: Some(p.track_core.unwrap_or(trk)),
             detect: detect_cores.first().copied(),
-            matmul: if threads > 1 { detect_cores.iter().copied().cycle().take(threads).collect() } else { Vec::new() },
+            matmul: if threads > 1 {
+                detect_cores.iter().copied().cycle().take(threads).collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -187,7 +191,11 @@ impl CoreMap {
             c(self.capture),
             c(self.track),
             c(self.detect),
-            if self.matmul.is_empty() { String::new() } else { format!(", model matmul pool→cores {:?}", self.matmul) }
+            if self.matmul.is_empty() {
+                String::new()
+            } else {
+                format!(", model matmul pool→cores {:?}", self.matmul)
+            }
         )
     }
 }
@@ -261,9 +269,15 @@ pub fn source_options(cfg: &Config, pace: Option<Pacing>) -> SourceOptions {
     SourceOptions {
         width: nz(s.width),
         height: nz(s.height),
-        format: crate::frame::PixelFormat::from_fourcc(s.format.as_bytes().try_into().unwrap_or([0; 4])),
+        format: crate::frame::PixelFormat::from_fourcc(
+            s.format.as_bytes().try_into().unwrap_or([0; 4]),
+        ),
         fps: nz(s.fps),
-        pace: pace.unwrap_or(if s.realtime { Pacing::RealTime } else { Pacing::AsFastAsPossible }),
+        pace: pace.unwrap_or(if s.realtime {
+            Pacing::RealTime
+        } else {
+            Pacing::AsFastAsPossible
+        }),
         looped: s.looped,
         replay_fps: nz(s.fps).map(f64::from),
         ..SourceOptions::default()
@@ -314,8 +328,14 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
     let core_map = CoreMap::plan(cfg, core_count());
     let detector = load_detector(cfg, &core_map)?;
     let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
-    let tracker = Tracker::new(cfg.tracker.clone()).map_err(|e| PipelineError::Tracker(e.to_string()))?;
-    Ok(Parts { detector, source, tracker, core_map })
+    let tracker =
+        Tracker::new(cfg.tracker.clone()).map_err(|e| PipelineError::Tracker(e.to_string()))?;
+    Ok(Parts {
+        detector,
+        source,
+        tracker,
+        core_map,
+    })
 }
 
 /// Opens the source and loads the model for `cfg`, then runs until the source ends, a limit
@@ -326,8 +346,17 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, PipelineError> {
 }
 
 /// Runs with an already loaded detector and opened source (benchmarks reuse a model).
-pub fn run_with(cfg: &Config, opts: &RunOptions, parts: &mut Parts) -> Result<Summary, PipelineError> {
-    let Parts { detector, source: src, tracker, core_map } = parts;
+pub fn run_with(
+    cfg: &Config,
+    opts: &RunOptions,
+    parts: &mut Parts,
+) -> Result<Summary, PipelineError> {
+    let Parts {
+        detector,
+        source: src,
+        tracker,
+        core_map,
+    } = parts;
     let core_map = core_map.clone();
     let detector = &*detector;
     let source_desc = src.describe();
@@ -337,13 +366,18 @@ pub fn run_with(cfg: &Config, opts: &RunOptions, parts: &mut Parts) -> Result<Su
         log::info!(LOOKOUT_EVENT = "start", SOURCE = source_desc.as_str(); "source: {source_desc}");
         log::info!(LOOKOUT_EVENT = "cores"; "threads: {}", core_map.describe());
     }
-    let tracks_path = opts
-        .tracks_out
-        .clone()
-        .or_else(|| (!cfg.output.tracks_file.is_empty()).then(|| PathBuf::from(&cfg.output.tracks_file)));
-    let mut writer = tracks_path.as_deref().map(TracksWriter::create).transpose()?;
+    let tracks_path = opts.tracks_out.clone().or_else(|| {
+        (!cfg.output.tracks_file.is_empty()).then(|| PathBuf::from(&cfg.output.tracks_file))
+    });
+    let mut writer = tracks_path
+        .as_deref()
+        .map(TracksWriter::create)
+        .transpose()?;
     let labels = cfg.label_filter();
-    let hub = Arc::new(Hub { state: Mutex::new(Shared::default()), cv: Condvar::new() });
+    let hub = Arc::new(Hub {
+        state: Mutex::new(Shared::default()),
+        cv: Condvar::new(),
+    });
     let lockstep = opts.schedule == Schedule::Lockstep;
     let cpu0 = process_cpu_time();
 
@@ -386,7 +420,9 @@ pub fn run_with(cfg: &Config, opts: &RunOptions, parts: &mut Parts) -> Result<Su
                 r
             })
             .map_err(|e| PipelineError::Thread(format!("tracker: {e}")))?;
-        let outcome = handle.join().map_err(|_| PipelineError::Thread("tracker panicked".into()))?;
+        let outcome = handle
+            .join()
+            .map_err(|_| PipelineError::Thread("tracker panicked".into()))?;
         let (total, end, started, ended, tracks_now) = outcome?;
         Ok(Summary {
             report: total.report(tracks_now),
@@ -469,10 +505,21 @@ fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: preprocess::R
             }
         };
         let t0 = Instant::now();
-        let mapped = preprocess::frame_to_tensor(&frame, info.input_w, info.input_h, resize, &mut input, &mut scratch);
+        let mapped = preprocess::frame_to_tensor(
+            &frame,
+            info.input_w,
+            info.input_h,
+            resize,
+            &mut input,
+            &mut scratch,
+        );
         let t1 = Instant::now();
         let (dets, model, post) = match mapped {
-            Err(e) => (Err(format!("frame {}: {e}", frame.seq)), Duration::ZERO, Duration::ZERO),
+            Err(e) => (
+                Err(format!("frame {}: {e}", frame.seq)),
+                Duration::ZERO,
+                Duration::ZERO,
+            ),
             Ok(map) => match det.run_raw(&input) {
                 Err(e) => (Err(e.to_string()), t1.elapsed(), Duration::ZERO),
                 Ok(raw) => {
@@ -486,7 +533,13 @@ fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: preprocess::R
             std::thread::sleep(delay);
         }
         let mut g = hub.lock();
-        g.results.push_back(DetResult { seq: frame.seq, dets, preprocess: t1 - t0, model, postprocess: post });
+        g.results.push_back(DetResult {
+            seq: frame.seq,
+            dets,
+            preprocess: t1 - t0,
+            model,
+            postprocess: post,
+        });
         g.detector_busy = false;
         drop(g);
         hub.cv.notify_all();
@@ -528,15 +581,24 @@ fn track_loop(
             loop {
                 let stop = opts.stop.load(Ordering::Relaxed) || opts.reload.load(Ordering::Relaxed);
                 let can_take_frame = waiting_for.is_none();
-                if !g.results.is_empty() || (can_take_frame && g.frame.is_some()) || g.source_done || stop {
+                if !g.results.is_empty()
+                    || (can_take_frame && g.frame.is_some())
+                    || g.source_done
+                    || stop
+                {
                     break;
                 }
                 g = hub.wait(g, Duration::from_millis(100));
             }
             let results: Vec<DetResult> = g.results.drain(..).collect();
-            let frame = if waiting_for.is_none() { g.frame.take() } else { None };
+            let frame = if waiting_for.is_none() {
+                g.frame.take()
+            } else {
+                None
+            };
             // Counters: window deltas.
-            window.dropped += (g.replaced - last_replaced) + g.source_dropped.saturating_sub(last_source_dropped);
+            window.dropped +=
+                (g.replaced - last_replaced) + g.source_dropped.saturating_sub(last_source_dropped);
             window.captured += g.captured - last_captured;
             last_replaced = g.replaced;
             last_source_dropped = g.source_dropped;
@@ -571,14 +633,21 @@ fn track_loop(
                 publish(seq, cap, tracker, writer.as_deref_mut())?;
             }
             let t0 = Instant::now();
-            let gray_ok = preprocess::frame_to_gray(&frame, cfg.pipeline.track_width, &mut gray, &mut scratch);
+            let gray_ok = preprocess::frame_to_gray(
+                &frame,
+                cfg.pipeline.track_width,
+                &mut gray,
+                &mut scratch,
+            );
             if let Err(e) = &gray_ok {
                 log::warn!(LOOKOUT_EVENT = "frame_error"; "frame {}: {e}", frame.seq);
             }
             tracker.step(frame.seq, &gray);
             window.track.record(t0.elapsed());
             window.processed += 1;
-            window.age.record(monotonic_now().saturating_sub(frame.captured_at));
+            window
+                .age
+                .record(monotonic_now().saturating_sub(frame.captured_at));
             if let Some(n) = &opts.notifier {
                 n.ready("running");
                 n.frame_processed();
@@ -608,7 +677,9 @@ fn track_loop(
                 TrackEvent::Started(t) => {
                     started += 1;
                     if opts.log_events {
-                        output::log_track_start(&output::track_out(t.id, t.class_id, t.score, &t.bbox, t.detected));
+                        output::log_track_start(&output::track_out(
+                            t.id, t.class_id, t.score, &t.bbox, t.detected,
+                        ));
                     }
                 }
                 TrackEvent::Ended(t) => {
@@ -643,7 +714,9 @@ fn track_loop(
             end = EndReason::Reload;
             break;
         }
-        if opts.max_frames.is_some_and(|m| processed >= m) || opts.max_duration.is_some_and(|d| run_start.elapsed() >= d) {
+        if opts.max_frames.is_some_and(|m| processed >= m)
+            || opts.max_duration.is_some_and(|d| run_start.elapsed() >= d)
+        {
             end = EndReason::Limit;
             break;
         }
@@ -664,13 +737,30 @@ fn track_loop(
 }
 
 /// Writes one frame's tracks to the tracks file.
-fn publish(seq: u64, captured_at: Duration, tracker: &Tracker, writer: Option<&mut TracksWriter>) -> Result<(), PipelineError> {
+fn publish(
+    seq: u64,
+    captured_at: Duration,
+    tracker: &Tracker,
+    writer: Option<&mut TracksWriter>,
+) -> Result<(), PipelineError> {
     if let Some(w) = writer {
         let tracks = tracker
             .tracks()
-            .map(|t| output::track_out(t.id, t.class_id, t.score, &t.bbox, t.detected && t.seq == seq))
+            .map(|t| {
+                output::track_out(
+                    t.id,
+                    t.class_id,
+                    t.score,
+                    &t.bbox,
+                    t.detected && t.seq == seq,
+                )
+            })
             .collect();
-        w.write(&FrameOut { seq, captured_at_ms: captured_at.as_secs_f64() * 1e3, tracks })?;
+        w.write(&FrameOut {
+            seq,
+            captured_at_ms: captured_at.as_secs_f64() * 1e3,
+            tracks,
+        })?;
     }
     Ok(())
 }

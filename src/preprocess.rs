@@ -67,11 +67,24 @@ pub struct Mapping {
 
 impl Mapping {
     /// The mapping of a `image_w × image_h` image into a `input_w × input_h` input.
-    pub fn new(image_w: u32, image_h: u32, input_w: u32, input_h: u32, mode: ResizeMode) -> Mapping {
+    pub fn new(
+        image_w: u32,
+        image_h: u32,
+        input_w: u32,
+        input_h: u32,
+        mode: ResizeMode,
+    ) -> Mapping {
         let sx = input_w as f32 / image_w.max(1) as f32;
         let sy = input_h as f32 / image_h.max(1) as f32;
         match mode {
-            ResizeMode::Stretch => Mapping { scale_x: sx, scale_y: sy, pad_x: 0.0, pad_y: 0.0, image_w, image_h },
+            ResizeMode::Stretch => Mapping {
+                scale_x: sx,
+                scale_y: sy,
+                pad_x: 0.0,
+                pad_y: 0.0,
+                image_w,
+                image_h,
+            },
             ResizeMode::Letterbox => {
                 let s = sx.min(sy);
                 let (w, h) = ((image_w as f32 * s).round(), (image_h as f32 * s).round());
@@ -117,7 +130,11 @@ impl Taps {
     pub fn new(src_len: u32, out_len: u32) -> Taps {
         let scale = src_len as f32 / out_len.max(1) as f32;
         let last = src_len.saturating_sub(1);
-        let mut t = Taps { i0: Vec::new(), i1: Vec::new(), w1: Vec::new() };
+        let mut t = Taps {
+            i0: Vec::new(),
+            i1: Vec::new(),
+            w1: Vec::new(),
+        };
         for o in 0..out_len {
             let x = ((o as f32 + 0.5) * scale - 0.5).max(0.0);
             let i0 = (x.floor() as u32).min(last);
@@ -146,11 +163,17 @@ pub fn rgb_to_tensor(
 ) -> Result<Mapping, PreprocessError> {
     let need = width as usize * height as usize * 3;
     if width == 0 || height == 0 || rgb.len() < need {
-        return Err(PreprocessError::BadInput { expected: need, found: rgb.len() });
+        return Err(PreprocessError::BadInput {
+            expected: need,
+            found: rgb.len(),
+        });
     }
     let plane = input_w as usize * input_h as usize;
     if out.len() != 3 * plane {
-        return Err(PreprocessError::BadOutput { expected: 3 * plane, found: out.len() });
+        return Err(PreprocessError::BadOutput {
+            expected: 3 * plane,
+            found: out.len(),
+        });
     }
     let map = Mapping::new(width, height, input_w, input_h, mode);
     let (x_off, y_off) = (map.pad_x as usize, map.pad_y as usize);
@@ -221,8 +244,10 @@ struct RowTap {
 /// Where one sampled channel lives in a frame buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PlaneGeom {
-    /// Byte offset of the first sample.
-    offset: usize,
+    /// Byte offset of the plane (its first row).
+    base: usize,
+    /// Byte offset of the first sample within a row (packed formats interleave channels).
+    first: usize,
     /// Bytes between rows.
     stride: usize,
     /// Bytes between horizontally adjacent samples.
@@ -239,14 +264,14 @@ impl PlaneGeom {
         let ty = Taps::new(self.height, inner_h as u32);
         cols.clear();
         cols.extend((0..inner_w).map(|i| ColTap {
-            o0: (tx.i0[i] as usize * self.step) as u32,
-            o1: (tx.i1[i] as usize * self.step) as u32,
+            o0: (self.first + tx.i0[i] as usize * self.step) as u32,
+            o1: (self.first + tx.i1[i] as usize * self.step) as u32,
             w1: tx.w1[i] as u32,
         }));
         rows.clear();
         rows.extend((0..inner_h).map(|i| RowTap {
-            r0: (self.offset + ty.i0[i] as usize * self.stride) as u32,
-            r1: (self.offset + ty.i1[i] as usize * self.stride) as u32,
+            r0: (self.base + ty.i0[i] as usize * self.stride) as u32,
+            r1: (self.base + ty.i1[i] as usize * self.stride) as u32,
             w1: ty.w1[i] as u32,
         }));
     }
@@ -255,10 +280,11 @@ impl PlaneGeom {
 /// How the samples of a format are laid out: luma plus optional chroma, or packed RGB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
-    /// Y, and Cb/Cr planes sharing a geometry except for the offset (`None` = grey).
+    /// Y, and Cb/Cr (`None` = grey): Cb's geometry, then Cr's `base` and `first` (Cr
+    /// shares Cb's stride, step and size).
     Yuv {
         y: PlaneGeom,
-        chroma: Option<(PlaneGeom, usize)>,
+        chroma: Option<(PlaneGeom, usize, usize)>,
     },
     /// Packed R, G, B bytes.
     Rgb { w: u32, h: u32 },
@@ -267,29 +293,91 @@ enum Layout {
 fn layout(format: PixelFormat, w: u32, h: u32) -> Layout {
     let (wu, hu) = (w as usize, h as usize);
     let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
-    let y_plane = PlaneGeom { offset: 0, stride: wu, step: 1, width: w, height: h };
+    let y_plane = PlaneGeom {
+        base: 0,
+        first: 0,
+        stride: wu,
+        step: 1,
+        width: w,
+        height: h,
+    };
     match format {
         PixelFormat::Yuyv | PixelFormat::Uyvy => {
             let stride = cw as usize * 4;
-            let (yo, uo, vo) = if format == PixelFormat::Yuyv { (0, 1, 3) } else { (1, 0, 2) };
+            let (yo, uo, vo) = if format == PixelFormat::Yuyv {
+                (0, 1, 3)
+            } else {
+                (1, 0, 2)
+            };
             Layout::Yuv {
-                y: PlaneGeom { offset: yo, stride, step: 2, width: w, height: h },
-                chroma: Some((PlaneGeom { offset: uo, stride, step: 4, width: cw, height: h }, vo)),
+                y: PlaneGeom {
+                    base: 0,
+                    first: yo,
+                    stride,
+                    step: 2,
+                    width: w,
+                    height: h,
+                },
+                chroma: Some((
+                    PlaneGeom {
+                        base: 0,
+                        first: uo,
+                        stride,
+                        step: 4,
+                        width: cw,
+                        height: h,
+                    },
+                    0,
+                    vo,
+                )),
             }
         }
         PixelFormat::Nv12 => {
-            let c = PlaneGeom { offset: wu * hu, stride: cw as usize * 2, step: 2, width: cw, height: ch };
-            Layout::Yuv { y: y_plane, chroma: Some((c, wu * hu + 1)) }
+            let c = PlaneGeom {
+                base: wu * hu,
+                first: 0,
+                stride: cw as usize * 2,
+                step: 2,
+                width: cw,
+                height: ch,
+            };
+            Layout::Yuv {
+                y: y_plane,
+                chroma: Some((c, wu * hu, 1)),
+            }
         }
         PixelFormat::Yu12 => {
-            let c = PlaneGeom { offset: wu * hu, stride: cw as usize, step: 1, width: cw, height: ch };
-            Layout::Yuv { y: y_plane, chroma: Some((c, wu * hu + cw as usize * ch as usize)) }
+            let c = PlaneGeom {
+                base: wu * hu,
+                first: 0,
+                stride: cw as usize,
+                step: 1,
+                width: cw,
+                height: ch,
+            };
+            Layout::Yuv {
+                y: y_plane,
+                chroma: Some((c, wu * hu + cw as usize * ch as usize, 0)),
+            }
         }
         PixelFormat::Yuv422p => {
-            let c = PlaneGeom { offset: wu * hu, stride: cw as usize, step: 1, width: cw, height: h };
-            Layout::Yuv { y: y_plane, chroma: Some((c, wu * hu + cw as usize * hu)) }
+            let c = PlaneGeom {
+                base: wu * hu,
+                first: 0,
+                stride: cw as usize,
+                step: 1,
+                width: cw,
+                height: h,
+            };
+            Layout::Yuv {
+                y: y_plane,
+                chroma: Some((c, wu * hu + cw as usize * hu, 0)),
+            }
         }
-        PixelFormat::Grey => Layout::Yuv { y: y_plane, chroma: None },
+        PixelFormat::Grey => Layout::Yuv {
+            y: y_plane,
+            chroma: None,
+        },
         PixelFormat::Rgb24 | PixelFormat::Mjpeg => Layout::Rgb { w, h },
     }
 }
@@ -330,6 +418,9 @@ pub struct Scratch {
     row_a: Vec<f32>,
     row_b: Vec<f32>,
     row_c: Vec<f32>,
+    blend_a: Vec<u16>,
+    blend_b: Vec<u16>,
+    blend_c: Vec<u16>,
     decoded: Decoded,
     gray_key: Option<(Layout, u32, u32)>,
     gray_cols: Vec<(u32, u32)>,
@@ -347,7 +438,10 @@ impl Scratch {
 
 /// Checks a raw frame's length, or decodes an MJPEG frame into `scratch.decoded` (once per
 /// frame), and returns the layout to sample plus the buffer holding the samples.
-fn prepare<'a>(frame: &'a Frame, decoded: &'a mut Decoded) -> Result<(Layout, &'a [u8]), PreprocessError> {
+fn prepare<'a>(
+    frame: &'a Frame,
+    decoded: &'a mut Decoded,
+) -> Result<(Layout, &'a [u8]), PreprocessError> {
     let (w, h) = (frame.width, frame.height);
     if frame.format != PixelFormat::Mjpeg {
         let need = frame.format.frame_len(w, h).unwrap_or(0);
@@ -363,13 +457,27 @@ fn prepare<'a>(frame: &'a Frame, decoded: &'a mut Decoded) -> Result<(Layout, &'
         }
         return Ok((layout(frame.format, w, h), &frame.data));
     }
-    let key = DecodedKey { seq: frame.seq, captured_at: frame.captured_at, len: frame.data.len() };
+    let key = DecodedKey {
+        seq: frame.seq,
+        captured_at: frame.captured_at,
+        len: frame.data.len(),
+    };
     if decoded.key != Some(key) {
         decoded.key = None;
-        let (dw, dh) = decode_jpeg_rgb(&frame.data, &mut decoded.rgb)
-            .map_err(|message| PreprocessError::Decode { seq: frame.seq, message })?;
+        let (dw, dh) = decode_jpeg_rgb(&frame.data, &mut decoded.rgb).map_err(|message| {
+            PreprocessError::Decode {
+                seq: frame.seq,
+                message,
+            }
+        })?;
         if (dw, dh) != (w, h) {
-            return Err(PreprocessError::JpegSize { seq: frame.seq, width: w, height: h, found_w: dw, found_h: dh });
+            return Err(PreprocessError::JpegSize {
+                seq: frame.seq,
+                width: w,
+                height: h,
+                found_w: dw,
+                found_h: dh,
+            });
         }
         decoded.key = Some(key);
     }
@@ -381,7 +489,9 @@ fn prepare<'a>(frame: &'a Frame, decoded: &'a mut Decoded) -> Result<(Layout, &'
 /// # Errors
 /// The decoder's message for a JPEG that does not decode.
 pub fn decode_jpeg_rgb(jpeg: &[u8], out: &mut Vec<u8>) -> Result<(u32, u32), String> {
-    use zune_jpeg::zune_core::{bytestream::ZCursor, colorspace::ColorSpace, options::DecoderOptions};
+    use zune_jpeg::zune_core::{
+        bytestream::ZCursor, colorspace::ColorSpace, options::DecoderOptions,
+    };
     let opts = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
     let mut dec = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(jpeg), opts);
     dec.decode_headers().map_err(|e| format!("{e:?}"))?;
@@ -413,11 +523,20 @@ pub fn frame_to_tensor(
 ) -> Result<Mapping, PreprocessError> {
     let (w, h) = (frame.width, frame.height);
     if w == 0 || h == 0 || input_w == 0 || input_h == 0 {
-        return Err(PreprocessError::ZeroSize { seq: frame.seq, width: w, height: h, input_w, input_h });
+        return Err(PreprocessError::ZeroSize {
+            seq: frame.seq,
+            width: w,
+            height: h,
+            input_w,
+            input_h,
+        });
     }
     let plane = input_w as usize * input_h as usize;
     if out.len() != 3 * plane {
-        return Err(PreprocessError::BadOutput { expected: 3 * plane, found: out.len() });
+        return Err(PreprocessError::BadOutput {
+            expected: 3 * plane,
+            found: out.len(),
+        });
     }
     let map = Mapping::new(w, h, input_w, input_h, mode);
     let (x_off, y_off) = (map.pad_x as usize, map.pad_y as usize);
@@ -426,17 +545,29 @@ pub fn frame_to_tensor(
 
     // Taps depend only on geometry: recompute when it changes.
     let lay = layout(frame.format, w, h);
-    let key = TensorKey { layout: lay, input_w, input_h, mode };
+    let key = TensorKey {
+        layout: lay,
+        input_w,
+        input_h,
+        mode,
+    };
     if scratch.key != Some(key) {
         match lay {
             Layout::Yuv { y, chroma } => {
                 y.taps(inner_w, inner_h, &mut scratch.y_cols, &mut scratch.y_rows);
-                if let Some((c, _)) = chroma {
+                if let Some((c, _, _)) = chroma {
                     c.taps(inner_w, inner_h, &mut scratch.c_cols, &mut scratch.c_rows);
                 }
             }
             Layout::Rgb { w, h } => {
-                let g = PlaneGeom { offset: 0, stride: w as usize * 3, step: 3, width: w, height: h };
+                let g = PlaneGeom {
+                    base: 0,
+                    first: 0,
+                    stride: w as usize * 3,
+                    step: 3,
+                    width: w,
+                    height: h,
+                };
                 g.taps(inner_w, inner_h, &mut scratch.y_cols, &mut scratch.y_rows);
             }
         }
@@ -450,7 +581,10 @@ pub fn frame_to_tensor(
     let (out_b, rest) = out.split_at_mut(plane);
     let (out_g, out_r) = rest.split_at_mut(plane);
     let iw = input_w as usize;
-    for (c, o) in [&mut *out_b, &mut *out_g, &mut *out_r].into_iter().enumerate() {
+    for (c, o) in [&mut *out_b, &mut *out_g, &mut *out_r]
+        .into_iter()
+        .enumerate()
+    {
         let pad = -MEAN_BGR[c] / STD_BGR[c];
         for y in 0..input_h as usize {
             let row = &mut o[y * iw..(y + 1) * iw];
@@ -469,43 +603,100 @@ pub fn frame_to_tensor(
         std::mem::take(&mut scratch.row_b),
         std::mem::take(&mut scratch.row_c),
     );
+    let mut blends = (
+        std::mem::take(&mut scratch.blend_a),
+        std::mem::take(&mut scratch.blend_b),
+        std::mem::take(&mut scratch.blend_c),
+    );
     let result = prepare(frame, &mut scratch.decoded).map(|(_, data)| {
-        let taps = (&scratch.y_cols, &scratch.y_rows, &scratch.c_cols, &scratch.c_rows);
+        let taps = (
+            &scratch.y_cols,
+            &scratch.y_rows,
+            &scratch.c_cols,
+            &scratch.c_rows,
+        );
         let outs = [&mut *out_b, &mut *out_g, &mut *out_r];
         match lay {
-            Layout::Yuv { chroma, .. } => {
-                fused_yuv(data, chroma.map(|(c, v)| v - c.offset), taps, &mut rows, outs, iw, x_off, y_off)
+            Layout::Yuv { y, chroma } => {
+                let planes = YuvPlanes { y, chroma };
+                fused_yuv(
+                    data,
+                    planes,
+                    taps,
+                    &mut rows,
+                    &mut blends,
+                    outs,
+                    iw,
+                    x_off,
+                    y_off,
+                )
             }
-            Layout::Rgb { .. } => fused_rgb(data, taps.0, taps.1, &mut rows, outs, iw, x_off, y_off),
+            Layout::Rgb { w, .. } => fused_rgb(
+                data,
+                w as usize * 3,
+                taps.0,
+                taps.1,
+                &mut rows,
+                &mut blends.0,
+                outs,
+                iw,
+                x_off,
+                y_off,
+            ),
         }
     });
     scratch.row_a = rows.0;
     scratch.row_b = rows.1;
     scratch.row_c = rows.2;
+    scratch.blend_a = blends.0;
+    scratch.blend_b = blends.1;
+    scratch.blend_c = blends.2;
     result.map(|_| map)
 }
 
-/// Bilinear sample of one channel: `(p00·(256−wx) + p01·wx)·(256−wy) + (…)·wy`, in 1/65536.
+/// Vertical pass: `out[i] = a[i]·(256−w1) + b[i]·w1` for one pair of source rows of `len`
+/// bytes (contiguous, so the compiler vectorizes it). Values fit u16 (≤ 255·256).
 #[inline(always)]
-fn bilerp(data: &[u8], r: RowTap, c: ColTap) -> u32 {
-    let (a0, a1) = (r.r0 as usize, r.r1 as usize);
-    let (o0, o1) = (c.o0 as usize, c.o1 as usize);
-    let wx0 = 256 - c.w1;
-    let top = data[a0 + o0] as u32 * wx0 + data[a0 + o1] as u32 * c.w1;
-    let bot = data[a1 + o0] as u32 * wx0 + data[a1 + o1] as u32 * c.w1;
-    top * (256 - r.w1) + bot * r.w1
+fn vblend(data: &[u8], r: RowTap, len: usize, out: &mut Vec<u16>) {
+    out.resize(len, 0);
+    let a = &data[r.r0 as usize..r.r0 as usize + len];
+    let b = &data[r.r1 as usize..r.r1 as usize + len];
+    let (w0, w1) = ((256 - r.w1) as u16, r.w1 as u16);
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = x as u16 * w0 + y as u16 * w1;
+    }
 }
 
-type TapRefs<'a> = (&'a Vec<ColTap>, &'a Vec<RowTap>, &'a Vec<ColTap>, &'a Vec<RowTap>);
+/// Horizontal pass on a vertically blended row: the bilinear sample in 1/65536 units.
+#[inline(always)]
+fn hblend(row: &[u16], c: ColTap, delta: u32) -> u32 {
+    row[(c.o0 + delta) as usize] as u32 * (256 - c.w1) + row[(c.o1 + delta) as usize] as u32 * c.w1
+}
 
-/// YUV (or grey) → tensor rows: gather + bilinear per channel into row buffers, then a
-/// contiguous, vectorizable convert-and-normalize loop per row.
+type TapRefs<'a> = (
+    &'a Vec<ColTap>,
+    &'a Vec<RowTap>,
+    &'a Vec<ColTap>,
+    &'a Vec<RowTap>,
+);
+
+/// The planes of a YUV layout.
+struct YuvPlanes {
+    y: PlaneGeom,
+    chroma: Option<(PlaneGeom, usize, usize)>,
+}
+
+/// YUV (or grey) → tensor rows. Per output row: a vectorized vertical blend of the source rows
+/// each plane needs (packed formats blend one row for all three channels; NV12 one row for
+/// both chroma channels), a horizontal gather-and-blend per channel into f32 rows, then a
+/// contiguous convert-and-normalize loop.
 #[allow(clippy::too_many_arguments)]
 fn fused_yuv(
     data: &[u8],
-    v_delta: Option<usize>,
+    planes: YuvPlanes,
     (y_cols, y_rows, c_cols, c_rows): TapRefs<'_>,
     (ry, ru, rv): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
+    (by, bu, bv): &mut (Vec<u16>, Vec<u16>, Vec<u16>),
     [out_b, out_g, out_r]: [&mut [f32]; 3],
     iw: usize,
     x_off: usize,
@@ -515,22 +706,38 @@ fn fused_yuv(
     let inv_std: [f32; 3] = std::array::from_fn(|c| 1.0 / STD_BGR[c]);
     let bias: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
     let inner_w = y_cols.len();
+    let y = planes.y;
     for (oy, &yr) in y_rows.iter().enumerate() {
+        vblend(data, yr, y.stride, by);
         for (dst, &c) in ry.iter_mut().zip(y_cols.iter()) {
-            *dst = bilerp(data, yr, c) as f32 * INV - 16.0;
+            *dst = hblend(by, c, 0) as f32 * INV - 16.0;
         }
-        match v_delta {
-            Some(delta) => {
+        match planes.chroma {
+            Some((u, v_base, v_first)) => {
                 let cr = c_rows[oy];
-                // The taps address U; V is the same geometry `delta` bytes further on.
-                let cr_v = RowTap {
-                    r0: cr.r0 + delta as u32,
-                    r1: cr.r1 + delta as u32,
-                    w1: cr.w1,
+                // Cb shares the luma row when interleaved with it (YUYV, UYVY).
+                let shared_with_y =
+                    u.base == y.base && u.stride == y.stride && u.height == y.height;
+                if !shared_with_y {
+                    vblend(data, cr, u.stride, bu);
+                }
+                let u_row: &[u16] = if shared_with_y { by } else { bu };
+                // Cr shares Cb's row when interleaved with it (YUYV, UYVY, NV12).
+                let v_row: &[u16] = if v_base == u.base {
+                    u_row
+                } else {
+                    let vr = RowTap {
+                        r0: cr.r0 - u.base as u32 + v_base as u32,
+                        r1: cr.r1 - u.base as u32 + v_base as u32,
+                        w1: cr.w1,
+                    };
+                    vblend(data, vr, u.stride, bv);
+                    bv
                 };
-                for ((du, dv), &c) in ru.iter_mut().zip(rv.iter_mut()).zip(c_cols.iter()) {
-                    *du = bilerp(data, cr, c) as f32 * INV - 128.0;
-                    *dv = bilerp(data, cr_v, c) as f32 * INV - 128.0;
+                let dv = (v_first - u.first) as u32;
+                for ((du, dvv), &c) in ru.iter_mut().zip(rv.iter_mut()).zip(c_cols.iter()) {
+                    *du = hblend(u_row, c, 0) as f32 * INV - 128.0;
+                    *dvv = hblend(v_row, c, dv) as f32 * INV - 128.0;
                 }
             }
             None => {
@@ -554,13 +761,16 @@ fn fused_yuv(
     }
 }
 
-/// Packed RGB → tensor rows (also the path of decoded MJPEG).
+/// Packed RGB → tensor rows (also the path of decoded MJPEG): vertical blend of the RGB row,
+/// horizontal gather per channel, normalize.
 #[allow(clippy::too_many_arguments)]
 fn fused_rgb(
     data: &[u8],
+    row_len: usize,
     cols: &[ColTap],
     rows: &[RowTap],
     (rr, rg, rb): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
+    blend: &mut Vec<u16>,
     [out_b, out_g, out_r]: [&mut [f32]; 3],
     iw: usize,
     x_off: usize,
@@ -570,12 +780,16 @@ fn fused_rgb(
     let bias: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
     let inner_w = cols.len();
     for (oy, &r) in rows.iter().enumerate() {
-        for (((dr, dg), db), &c) in rr.iter_mut().zip(rg.iter_mut()).zip(rb.iter_mut()).zip(cols.iter()) {
-            let c1 = ColTap { o0: c.o0 + 1, o1: c.o1 + 1, w1: c.w1 };
-            let c2 = ColTap { o0: c.o0 + 2, o1: c.o1 + 2, w1: c.w1 };
-            *dr = bilerp(data, r, c) as f32;
-            *dg = bilerp(data, r, c1) as f32;
-            *db = bilerp(data, r, c2) as f32;
+        vblend(data, r, row_len, blend);
+        for (((dr, dg), db), &c) in rr
+            .iter_mut()
+            .zip(rg.iter_mut())
+            .zip(rb.iter_mut())
+            .zip(cols.iter())
+        {
+            *dr = hblend(blend, c, 0) as f32;
+            *dg = hblend(blend, c, 1) as f32;
+            *db = hblend(blend, c, 2) as f32;
         }
         let start = (oy + y_off) * iw + x_off;
         let ob = &mut out_b[start..start + inner_w];
@@ -606,7 +820,13 @@ pub fn frame_to_gray(
 ) -> Result<(), PreprocessError> {
     let (w, h) = (frame.width, frame.height);
     if w == 0 || h == 0 || max_width == 0 {
-        return Err(PreprocessError::ZeroSize { seq: frame.seq, width: w, height: h, input_w: max_width, input_h: 0 });
+        return Err(PreprocessError::ZeroSize {
+            seq: frame.seq,
+            width: w,
+            height: h,
+            input_w: max_width,
+            input_h: 0,
+        });
     }
     let gw = w.min(max_width);
     let scale = w as f32 / gw as f32;
@@ -617,7 +837,9 @@ pub fn frame_to_gray(
             (0..dst)
                 .map(|i| {
                     let a = (i as u64 * src as u64 / dst as u64) as u32;
-                    let b = (((i + 1) as u64 * src as u64 / dst as u64) as u32).max(a + 1).min(src);
+                    let b = (((i + 1) as u64 * src as u64 / dst as u64) as u32)
+                        .max(a + 1)
+                        .min(src);
                     (a, b)
                 })
                 .collect()
@@ -638,7 +860,7 @@ pub fn frame_to_gray(
         out.data.reserve(gw as usize * gh as usize);
         acc.resize(gw as usize, 0);
         let (offset, stride, step) = match lay {
-            Layout::Yuv { y, .. } => (y.offset, y.stride, y.step),
+            Layout::Yuv { y, .. } => (y.base + y.first, y.stride, y.step),
             Layout::Rgb { .. } => (0, w as usize, 1),
         };
         for &(r0, r1) in rows.iter() {
@@ -681,7 +903,9 @@ pub fn frame_to_gray(
 #[derive(Debug, thiserror::Error)]
 pub enum PreprocessError {
     /// A raw frame's data is shorter than its format and size need.
-    #[error("frame {seq}: {format} {width}x{height} needs {expected} bytes, the frame holds {found}")]
+    #[error(
+        "frame {seq}: {format} {width}x{height} needs {expected} bytes, the frame holds {found}"
+    )]
     ShortFrame {
         /// Frame sequence number.
         seq: u64,

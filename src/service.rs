@@ -4,9 +4,9 @@
 //! Without systemd (`$NOTIFY_SOCKET` unset) every notification is a no-op.
 
 use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Flags set by signal handlers.
@@ -54,7 +54,12 @@ impl Notifier {
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|us| *us > 0)
             .map(Duration::from_micros);
-        Notifier { socket, watchdog, last_ping: Mutex::new(None), ready: AtomicBool::new(false) }
+        Notifier {
+            socket,
+            watchdog,
+            last_ping: Mutex::new(None),
+            ready: AtomicBool::new(false),
+        }
     }
 
     /// Whether systemd listens.
@@ -122,7 +127,9 @@ mod tests {
         let path = dir.join("notify.sock");
         let _ = std::fs::remove_file(&path);
         let server = UnixDatagram::bind(&path).unwrap();
-        server.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
         let n = Notifier {
             socket: Some((UnixDatagram::unbound().unwrap(), path.clone())),
             watchdog: Some(Duration::from_secs(10)),

@@ -34,11 +34,19 @@ impl Latency {
     }
     /// The `q` quantile (0..1) in milliseconds, 0 when empty.
     pub fn quantile_ms(&self, q: f64) -> f64 {
-        if self.0.is_empty() { 0.0 } else { self.0.value_at_quantile(q) as f64 / 1000.0 }
+        if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.value_at_quantile(q) as f64 / 1000.0
+        }
     }
     /// The largest recorded value in milliseconds.
     pub fn max_ms(&self) -> f64 {
-        if self.0.is_empty() { 0.0 } else { self.0.max() as f64 / 1000.0 }
+        if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.max() as f64 / 1000.0
+        }
     }
     /// Number of samples.
     pub fn count(&self) -> u64 {
@@ -100,7 +108,11 @@ impl Window {
 
     fn rate(&self, n: u64) -> f64 {
         let s = self.elapsed.as_secs_f64();
-        if s > 0.0 { n as f64 / s } else { 0.0 }
+        if s > 0.0 {
+            n as f64 / s
+        } else {
+            0.0
+        }
     }
 
     /// The figures of this window, rounded for people.
@@ -202,9 +214,15 @@ mod tests {
 
     #[test]
     fn merge_adds_counts_and_samples() {
-        let mut a = Window { processed: 2, ..Default::default() };
+        let mut a = Window {
+            processed: 2,
+            ..Default::default()
+        };
         a.track.record(Duration::from_micros(500));
-        let mut b = Window { processed: 3, ..Default::default() };
+        let mut b = Window {
+            processed: 3,
+            ..Default::default()
+        };
         b.track.record(Duration::from_micros(700));
         a.merge(&b);
         assert_eq!(a.processed, 5);

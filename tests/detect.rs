@@ -15,7 +15,11 @@ fn lookout() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lookout"))
 }
 
-const PHOTOS: [(&str, &str); 3] = [("astronaut", "person"), ("chelsea", "cat"), ("coffee", "cup")];
+const PHOTOS: [(&str, &str); 3] = [
+    ("astronaut", "person"),
+    ("chelsea", "cat"),
+    ("coffee", "cup"),
+];
 
 #[test]
 fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
@@ -25,7 +29,11 @@ fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
         cmd.arg(repo(&format!("tests/data/{img}.jpg")));
     }
     let out = cmd.output().expect("run lookout");
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).expect("utf8");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 3, "one JSON object per image: {stdout}");
@@ -41,13 +49,27 @@ fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
             .iter()
             .find(|d| d["label"] == *want)
             .unwrap_or_else(|| panic!("{img}: no {want} in {dets:?}"));
-        assert_eq!(top["class_id"].as_u64().unwrap() as usize, detect::labels::class_id(want).unwrap());
+        assert_eq!(
+            top["class_id"].as_u64().unwrap() as usize,
+            detect::labels::class_id(want).unwrap()
+        );
         let s = top["score"].as_f64().unwrap();
         assert!((0.35..=1.0).contains(&s), "{img}: score {s}");
-        let b: Vec<f64> = top["box"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-        assert!(b[0] < b[2] && b[1] < b[3] && b[2] <= w && b[3] <= h, "{img}: box {b:?} in {w}x{h}");
+        let b: Vec<f64> = top["box"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert!(
+            b[0] < b[2] && b[1] < b[3] && b[2] <= w && b[3] <= h,
+            "{img}: box {b:?} in {w}x{h}"
+        );
         // boxes are in image pixels: the object is big in all three photos
-        assert!((b[2] - b[0]) * (b[3] - b[1]) > 0.1 * w * h, "{img}: box {b:?} too small");
+        assert!(
+            (b[2] - b[0]) * (b[3] - b[1]) > 0.1 * w * h,
+            "{img}: box {b:?} too small"
+        );
     }
 }
 
@@ -66,7 +88,10 @@ fn cli_table_by_default_and_a_bad_image_does_not_stop_the_others() {
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.contains("astronaut.jpg") && stdout.contains("person"), "{stdout}");
+    assert!(
+        stdout.contains("astronaut.jpg") && stdout.contains("person"),
+        "{stdout}"
+    );
     assert!(stderr.contains("broken.jpg"), "{stderr}");
     assert!(stderr.contains("missing.png"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -104,8 +129,15 @@ fn corrupt_missing_and_wrong_model_files_give_one_clear_line() {
         assert_eq!(out.status.code(), Some(1), "{}: {stderr}", model.display());
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "one line for {}: {stderr}", model.display());
-        assert!(lines[0].contains(model.file_name().unwrap().to_str().unwrap()), "{stderr}");
-        assert!(lines[0].contains(want), "{}: expected '{want}' in: {stderr}", model.display());
+        assert!(
+            lines[0].contains(model.file_name().unwrap().to_str().unwrap()),
+            "{stderr}"
+        );
+        assert!(
+            lines[0].contains(want),
+            "{}: expected '{want}' in: {stderr}",
+            model.display()
+        );
     }
 }
 
@@ -120,7 +152,11 @@ fn golden_input(img: &str, w: u32, h: u32) -> Vec<f32> {
 }
 
 fn read_f32(p: &Path) -> Vec<f32> {
-    std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    std::fs::read(p)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn load(model: &str) -> Detector {
@@ -136,10 +172,17 @@ fn load(model: &str) -> Detector {
 fn tract_fp32_matches_onnxruntime_raw_outputs_within_1e_4() {
     let det = load("nanodet-g-416-fp32.onnx");
     for (img, _) in PHOTOS {
-        let raw = det.run_raw(&golden_input(img, 416, 416)).unwrap().concatenated();
+        let raw = det
+            .run_raw(&golden_input(img, 416, 416))
+            .unwrap()
+            .concatenated();
         let golden = read_f32(&repo(&format!("models/golden/ort-fp32-416-{img}.f32")));
         assert_eq!(raw.len(), golden.len());
-        let max = raw.iter().zip(&golden).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        let max = raw
+            .iter()
+            .zip(&golden)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
         assert!(max <= 1e-4, "{img}: max |tract - ort| = {max}");
     }
 }
@@ -154,7 +197,8 @@ struct GoldenDet {
 
 fn golden_dets(model: &str, img: &str) -> Vec<GoldenDet> {
     let all: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(repo("models/golden/detections.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(repo("models/golden/detections.json")).unwrap())
+            .unwrap();
     serde_json::from_value(all[model][img].clone()).unwrap_or_else(|e| panic!("{model}/{img}: {e}"))
 }
 
@@ -164,24 +208,41 @@ fn bbox(a: [f32; 4]) -> BBox {
 
 #[test]
 fn int8_top_detections_match_onnxruntime_int8_and_fp32() {
-    for (model, size) in [("nanodet-g-416-int8.onnx", 416), ("nanodet-g-320-int8.onnx", 320)] {
+    for (model, size) in [
+        ("nanodet-g-416-int8.onnx", 416),
+        ("nanodet-g-320-int8.onnx", 320),
+    ] {
         let det = load(model);
-        let fp32_ref = if size == 416 { Some("nanodet-g-416-fp32.onnx") } else { None };
+        let fp32_ref = if size == 416 {
+            Some("nanodet-g-416-fp32.onnx")
+        } else {
+            None
+        };
         for (img, _) in PHOTOS {
             let ident = preprocess::Mapping::new(size, size, size, size, ResizeMode::Stretch);
-            let ours = det.detect_tensor(&golden_input(img, size, size), &ident).unwrap();
+            let ours = det
+                .detect_tensor(&golden_input(img, size, size), &ident)
+                .unwrap();
             for reference in [Some(model), fp32_ref].into_iter().flatten() {
                 let g = golden_dets(reference, img);
                 let (Some(top), Some(g0)) = (ours.first(), g.first()) else {
                     // Both empty is agreement; one empty is only tolerated at the threshold.
                     let lone = ours.first().map(|d| d.score).or(g.first().map(|d| d.score));
-                    assert!(lone.is_none_or(|s| s < 0.40), "{model} vs {reference} on {img}: {ours:?} vs {g:?}");
+                    assert!(
+                        lone.is_none_or(|s| s < 0.40),
+                        "{model} vs {reference} on {img}: {ours:?} vs {g:?}"
+                    );
                     continue;
                 };
                 assert_eq!(top.class_id, g0.class_id, "{model} vs {reference} on {img}");
                 let iou = top.bbox.iou(&bbox(g0.bbox));
                 assert!(iou >= 0.9, "{model} vs {reference} on {img}: IoU {iou}");
-                assert!((top.score - g0.score).abs() < 0.1, "{model} vs {reference} on {img}: score {} vs {}", top.score, g0.score);
+                assert!(
+                    (top.score - g0.score).abs() < 0.1,
+                    "{model} vs {reference} on {img}: score {} vs {}",
+                    top.score,
+                    g0.score
+                );
             }
         }
     }

@@ -40,7 +40,10 @@ fn stats_and_track_events_carry_their_fields() {
     let err_file = std::fs::File::create(&err_path).unwrap();
     let meta = err_file.metadata().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
-    cmd.args(["run", "--config"]).arg(&cfg).stdout(Stdio::null()).stderr(err_file);
+    cmd.args(["run", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(err_file);
     if real {
         // What systemd does: stderr is the journal stream, identified by device:inode.
         cmd.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()));
@@ -50,15 +53,26 @@ fn stats_and_track_events_carry_their_fields() {
     let mut child = cmd.spawn().unwrap();
     let pid = child.id();
     let status = child.wait().unwrap();
-    assert!(status.success(), "lookout run failed: {}", std::fs::read_to_string(&err_path).unwrap());
+    assert!(
+        status.success(),
+        "lookout run failed: {}",
+        std::fs::read_to_string(&err_path).unwrap()
+    );
 
     let entries: Vec<serde_json::Map<String, serde_json::Value>> = if real {
         let out = Command::new("journalctl")
             .args(["--no-pager", "-o", "json", &format!("_PID={pid}")])
             .output()
             .expect("journalctl");
-        assert!(out.status.success(), "journalctl: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        assert!(
+            out.status.success(),
+            "journalctl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     } else {
         // stderr form: "lookout info: message KEY=value KEY=value"
         std::fs::read_to_string(&err_path)
@@ -69,7 +83,9 @@ fn stats_and_track_events_carry_their_fields() {
                 let mut m = serde_json::Map::new();
                 for kv in l.split(' ').filter(|w| w.contains('=')) {
                     let (k, v) = kv.split_once('=').unwrap();
-                    if k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+                    if k.chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                    {
                         m.insert(k.into(), serde_json::Value::String(v.into()));
                     }
                 }
@@ -77,12 +93,27 @@ fn stats_and_track_events_carry_their_fields() {
             })
             .collect()
     };
-    let event = |e: &serde_json::Map<String, serde_json::Value>| e.get("LOOKOUT_EVENT").and_then(|v| v.as_str()).map(String::from);
-    let stats: Vec<_> = entries.iter().filter(|e| event(e).as_deref() == Some("stats")).collect();
-    assert!(stats.len() >= 2, "stats entries: {} of {} entries", stats.len(), entries.len());
+    let event = |e: &serde_json::Map<String, serde_json::Value>| {
+        e.get("LOOKOUT_EVENT")
+            .and_then(|v| v.as_str())
+            .map(String::from)
+    };
+    let stats: Vec<_> = entries
+        .iter()
+        .filter(|e| event(e).as_deref() == Some("stats"))
+        .collect();
+    assert!(
+        stats.len() >= 2,
+        "stats entries: {} of {} entries",
+        stats.len(),
+        entries.len()
+    );
     for s in &stats {
         for f in STATS_FIELDS {
-            let v = s.get(f).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("stats entry lacks {f}: {s:?}"));
+            let v = s
+                .get(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or_else(|| panic!("stats entry lacks {f}: {s:?}"));
             assert!(v.parse::<f64>().is_ok(), "{f}={v} is not a number");
         }
         if real {
@@ -96,7 +127,10 @@ fn stats_and_track_events_carry_their_fields() {
     let model_ms: f64 = stats[0]["MODEL_TIME_MS"].as_str().unwrap().parse().unwrap();
     assert!(model_ms > 0.0, "MODEL_TIME_MS {model_ms}");
     for kind in ["track_start", "track_end"] {
-        let ev: Vec<_> = entries.iter().filter(|e| event(e).as_deref() == Some(kind)).collect();
+        let ev: Vec<_> = entries
+            .iter()
+            .filter(|e| event(e).as_deref() == Some(kind))
+            .collect();
         assert!(!ev.is_empty(), "no {kind} events");
         for e in ev {
             for f in ["TRACK_ID", "LABEL", "SCORE", "BOX"] {
@@ -106,6 +140,8 @@ fn stats_and_track_events_carry_their_fields() {
             assert_eq!(bx.split(',').count(), 4, "BOX={bx}");
         }
     }
-    assert!(entries.iter().any(|e| event(e).as_deref() == Some("summary")));
+    assert!(entries
+        .iter()
+        .any(|e| event(e).as_deref() == Some("summary")));
     let _ = std::fs::remove_dir_all(dir);
 }

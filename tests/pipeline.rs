@@ -1,8 +1,8 @@
 //! The real-time pipeline on the bundled clip: asynchronous detection never slows the frame
 //! rate, the tracks file is valid JSON Lines, lockstep runs are complete and deterministic.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lookout::config::Config;
@@ -34,9 +34,20 @@ fn a_detector_slower_than_n_frames_never_lowers_the_processed_fps() {
     let s = pipeline::run(&cfg, &opts).unwrap();
     let fps = s.total.processed as f64 / s.total.elapsed.as_secs_f64();
     assert_eq!(s.end, EndReason::Limit);
-    assert!(s.total.detections >= 2, "the detector ran: {}", s.total.detections);
-    assert!(s.total.detect_skipped > 10, "busy detector ⇒ requests skipped: {}", s.total.detect_skipped);
-    assert!(fps >= 0.9 * 25.0, "processed {fps:.1} fps from a 25 fps source");
+    assert!(
+        s.total.detections >= 2,
+        "the detector ran: {}",
+        s.total.detections
+    );
+    assert!(
+        s.total.detect_skipped > 10,
+        "busy detector ⇒ requests skipped: {}",
+        s.total.detect_skipped
+    );
+    assert!(
+        fps >= 0.9 * 25.0,
+        "processed {fps:.1} fps from a 25 fps source"
+    );
     assert!(s.total.dropped <= 5, "frames dropped: {}", s.total.dropped);
 }
 
@@ -57,7 +68,10 @@ fn run_on_the_clip_writes_valid_tracks_lines_and_ends_by_itself() {
     assert_eq!(s.total.dropped, 0, "lockstep drops nothing");
     assert_eq!(s.total.detections, 20, "every 3rd of 60 frames");
     let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 60);
     let mut last_seq = None;
     let (mut detected, mut tracked) = (0, 0);
@@ -72,7 +86,11 @@ fn run_on_the_clip_writes_valid_tracks_lines_and_ends_by_itself() {
             assert_eq!(t["box"].as_array().unwrap().len(), 4);
             if t["detected"].as_bool().unwrap() {
                 detected += 1;
-                assert_eq!(seq % 3, 0, "detections are made on frames 0, 3, 6…: seq {seq}");
+                assert_eq!(
+                    seq % 3,
+                    0,
+                    "detections are made on frames 0, 3, 6…: seq {seq}"
+                );
             } else {
                 tracked += 1;
             }
@@ -111,7 +129,11 @@ fn lockstep_runs_are_deterministic() {
 fn stop_flag_ends_a_live_run_within_a_second() {
     let cfg = clip_config(10, 5);
     let stop = Arc::new(AtomicBool::new(false));
-    let opts = RunOptions { stop: stop.clone(), log_events: false, ..RunOptions::default() };
+    let opts = RunOptions {
+        stop: stop.clone(),
+        log_events: false,
+        ..RunOptions::default()
+    };
     let s = std::thread::spawn(move || {
         let t0 = std::time::Instant::now();
         let r = pipeline::run(&cfg, &opts);
@@ -121,7 +143,11 @@ fn stop_flag_ends_a_live_run_within_a_second() {
     let asked = std::time::Instant::now();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (r, _) = s.join().unwrap();
-    assert!(asked.elapsed() < Duration::from_secs(1), "stopped after {:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "stopped after {:?}",
+        asked.elapsed()
+    );
     let s = r.unwrap();
     assert_eq!(s.end, EndReason::Stopped);
     assert!(s.total.processed >= 10, "{}", s.total.processed);
@@ -131,7 +157,9 @@ fn stop_flag_ends_a_live_run_within_a_second() {
 fn bad_source_spec_is_a_clear_error() {
     let mut cfg = Config::default();
     cfg.source.spec = "/nonexistent/clip.mjpeg".into();
-    let e = pipeline::run(&cfg, &RunOptions::default()).unwrap_err().to_string();
+    let e = pipeline::run(&cfg, &RunOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/nonexistent/clip.mjpeg"), "{e}");
     let _ = Pacing::RealTime;
 }

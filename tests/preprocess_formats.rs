@@ -114,7 +114,8 @@ fn encode(rgb: &[u8], w: u32, h: u32, format: PixelFormat) -> Vec<u8> {
         PixelFormat::Mjpeg => {
             let mut buf = Vec::new();
             let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut buf, 95);
-            let r = image::ImageEncoder::write_image(enc, rgb, w, h, image::ExtendedColorType::Rgb8);
+            let r =
+                image::ImageEncoder::write_image(enc, rgb, w, h, image::ExtendedColorType::Rgb8);
             assert!(r.is_ok(), "JPEG encode failed: {r:?}");
             buf
         }
@@ -122,7 +123,14 @@ fn encode(rgb: &[u8], w: u32, h: u32, format: PixelFormat) -> Vec<u8> {
 }
 
 fn frame(format: PixelFormat, data: Vec<u8>, w: u32, h: u32) -> Frame {
-    Frame { seq: 7, captured_at: lookout::frame::monotonic_now(), width: w, height: h, format, data }
+    Frame {
+        seq: 7,
+        captured_at: lookout::frame::monotonic_now(),
+        width: w,
+        height: h,
+        format,
+        data,
+    }
 }
 
 /// (max, mean) difference in pixel levels between two tensors.
@@ -156,7 +164,10 @@ fn check(format: PixelFormat, grey_image: bool, max_tol: f32, mean_tol: f32, mod
     assert_eq!(m1.ok(), m2.ok(), "{format}: mappings differ");
     let (max, mean) = diff_levels(&got, &want);
     eprintln!("{format} {mode:?}: max {max:.3} levels, mean {mean:.3}");
-    assert!(max <= max_tol && mean <= mean_tol, "{format}: max {max} (≤ {max_tol}), mean {mean} (≤ {mean_tol})");
+    assert!(
+        max <= max_tol && mean <= mean_tol,
+        "{format}: max {max} (≤ {max_tol}), mean {mean} (≤ {mean_tol})"
+    );
     // A second call with the same scratch (taps reused) gives the same tensor.
     let mut again = vec![0.0; n];
     assert!(frame_to_tensor(&f, IN, IN, mode, &mut again, &mut scratch).is_ok());
@@ -165,7 +176,13 @@ fn check(format: PixelFormat, grey_image: bool, max_tol: f32, mean_tol: f32, mod
 
 #[test]
 fn rgb24_matches_exactly() {
-    check(PixelFormat::Rgb24, false, 0.01, 0.001, ResizeMode::Letterbox);
+    check(
+        PixelFormat::Rgb24,
+        false,
+        0.01,
+        0.001,
+        ResizeMode::Letterbox,
+    );
 }
 
 #[test]
@@ -207,14 +224,26 @@ fn mjpeg_matches() {
 
 #[test]
 fn odd_sizes_do_not_panic() {
-    for format in [PixelFormat::Yuyv, PixelFormat::Nv12, PixelFormat::Yu12, PixelFormat::Yuv422p] {
+    for format in [
+        PixelFormat::Yuyv,
+        PixelFormat::Nv12,
+        PixelFormat::Yu12,
+        PixelFormat::Yuv422p,
+    ] {
         let (w, h) = (33, 17);
         let rgb = smooth_rgb(w + 1, h + 1);
         let len = format.frame_len(w, h).unwrap_or(0);
         let data: Vec<u8> = rgb.iter().copied().cycle().take(len).collect();
         let f = frame(format, data, w, h);
         let mut out = vec![0.0; 3 * 20 * 20];
-        let r = frame_to_tensor(&f, 20, 20, ResizeMode::Letterbox, &mut out, &mut Scratch::new());
+        let r = frame_to_tensor(
+            &f,
+            20,
+            20,
+            ResizeMode::Letterbox,
+            &mut out,
+            &mut Scratch::new(),
+        );
         assert!(r.is_ok(), "{format} {w}x{h}: {r:?}");
         assert!(out.iter().all(|v| v.is_finite()));
     }
@@ -226,18 +255,45 @@ fn short_and_broken_frames_are_errors() {
     let mut s = Scratch::new();
     let short = frame(PixelFormat::Yuyv, vec![0; 10], 8, 8);
     let e = frame_to_tensor(&short, 16, 16, ResizeMode::Letterbox, &mut out, &mut s);
-    assert!(matches!(e, Err(PreprocessError::ShortFrame { seq: 7, expected: 128, found: 10, .. })), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Err(PreprocessError::ShortFrame {
+                seq: 7,
+                expected: 128,
+                found: 10,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
     let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(msg.contains("frame 7") && msg.contains("YUYV"), "{msg}");
 
-    let junk = frame(PixelFormat::Mjpeg, vec![0xFF, 0xD8, 0xFF, 0x00, 1, 2, 3], 8, 8);
+    let junk = frame(
+        PixelFormat::Mjpeg,
+        vec![0xFF, 0xD8, 0xFF, 0x00, 1, 2, 3],
+        8,
+        8,
+    );
     let e = frame_to_tensor(&junk, 16, 16, ResizeMode::Letterbox, &mut out, &mut s);
-    assert!(matches!(e, Err(PreprocessError::Decode { seq: 7, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(PreprocessError::Decode { seq: 7, .. })),
+        "{e:?}"
+    );
 
     let rgb = smooth_rgb(16, 8);
-    let wrong_size = frame(PixelFormat::Mjpeg, encode(&rgb, 16, 8, PixelFormat::Mjpeg), 32, 8);
+    let wrong_size = frame(
+        PixelFormat::Mjpeg,
+        encode(&rgb, 16, 8, PixelFormat::Mjpeg),
+        32,
+        8,
+    );
     let e = frame_to_tensor(&wrong_size, 16, 16, ResizeMode::Letterbox, &mut out, &mut s);
-    assert!(matches!(e, Err(PreprocessError::JpegSize { found_w: 16, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(PreprocessError::JpegSize { found_w: 16, .. })),
+        "{e:?}"
+    );
 
     let ok = frame(PixelFormat::Grey, vec![0; 64], 8, 8);
     let e = frame_to_tensor(&ok, 16, 16, ResizeMode::Letterbox, &mut [0.0; 5], &mut s);
@@ -248,7 +304,9 @@ fn short_and_broken_frames_are_errors() {
 fn gray_plane_is_an_area_average_of_y() {
     // Y plane with a known pattern: value = 2·x + y (small enough to stay in u8).
     let (w, h) = (64u32, 48u32);
-    let y: Vec<u8> = (0..h).flat_map(|yy| (0..w).map(move |xx| (2 * xx + yy) as u8)).collect();
+    let y: Vec<u8> = (0..h)
+        .flat_map(|yy| (0..w).map(move |xx| (2 * xx + yy) as u8))
+        .collect();
     let mut s = Scratch::new();
     let mut g = GrayImage::default();
     let grey = frame(PixelFormat::Grey, y.clone(), w, h);
@@ -266,16 +324,31 @@ fn gray_plane_is_an_area_average_of_y() {
     // Every YUV layout reads the same Y plane directly.
     let rgb = smooth_rgb(w, h);
     let reference = {
-        let f = frame(PixelFormat::Grey, encode(&rgb, w, h, PixelFormat::Grey), w, h);
+        let f = frame(
+            PixelFormat::Grey,
+            encode(&rgb, w, h, PixelFormat::Grey),
+            w,
+            h,
+        );
         let mut g = GrayImage::default();
         assert!(frame_to_gray(&f, 40, &mut g, &mut Scratch::new()).is_ok());
         g
     };
-    for format in [PixelFormat::Yuyv, PixelFormat::Uyvy, PixelFormat::Nv12, PixelFormat::Yu12, PixelFormat::Yuv422p] {
+    for format in [
+        PixelFormat::Yuyv,
+        PixelFormat::Uyvy,
+        PixelFormat::Nv12,
+        PixelFormat::Yu12,
+        PixelFormat::Yuv422p,
+    ] {
         let f = frame(format, encode(&rgb, w, h, format), w, h);
         let mut g = GrayImage::default();
         assert!(frame_to_gray(&f, 40, &mut g, &mut s).is_ok());
-        assert_eq!((g.width, g.height), (reference.width, reference.height), "{format}");
+        assert_eq!(
+            (g.width, g.height),
+            (reference.width, reference.height),
+            "{format}"
+        );
         assert_eq!(g.data, reference.data, "{format}");
     }
     // Narrower than max_width: kept at full size, scale 1.
@@ -291,17 +364,37 @@ fn gray_plane_of_rgb_and_mjpeg_is_luma() {
     let rgb = smooth_rgb(w, h);
     let mut s = Scratch::new();
     let mut g = GrayImage::default();
-    assert!(frame_to_gray(&frame(PixelFormat::Rgb24, rgb.clone(), w, h), w, &mut g, &mut s).is_ok());
+    assert!(frame_to_gray(
+        &frame(PixelFormat::Rgb24, rgb.clone(), w, h),
+        w,
+        &mut g,
+        &mut s
+    )
+    .is_ok());
     for (i, p) in rgb.chunks_exact(3).enumerate() {
         let want = 0.299 * p[0] as f32 + 0.587 * p[1] as f32 + 0.114 * p[2] as f32;
-        assert!((g.data[i] as f32 - want).abs() <= 1.5, "pixel {i}: {} vs {want}", g.data[i]);
+        assert!(
+            (g.data[i] as f32 - want).abs() <= 1.5,
+            "pixel {i}: {} vs {want}",
+            g.data[i]
+        );
     }
     // MJPEG: tensor first, then gray from the same decoded image.
-    let f = frame(PixelFormat::Mjpeg, encode(&rgb, w, h, PixelFormat::Mjpeg), w, h);
+    let f = frame(
+        PixelFormat::Mjpeg,
+        encode(&rgb, w, h, PixelFormat::Mjpeg),
+        w,
+        h,
+    );
     let mut out = vec![0.0; (3 * IN * IN) as usize];
     assert!(frame_to_tensor(&f, IN, IN, ResizeMode::Letterbox, &mut out, &mut s).is_ok());
     let mut gj = GrayImage::default();
     assert!(frame_to_gray(&f, w, &mut gj, &mut s).is_ok());
-    let max = g.data.iter().zip(&gj.data).map(|(a, b)| (*a as i32 - *b as i32).abs()).max();
+    let max = g
+        .data
+        .iter()
+        .zip(&gj.data)
+        .map(|(a, b)| (*a as i32 - *b as i32).abs())
+        .max();
     assert!(max.is_some_and(|m| m <= 6), "MJPEG gray differs by {max:?}");
 }

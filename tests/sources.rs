@@ -64,7 +64,10 @@ fn demo_clip_plays_200_frames_in_order() {
         assert!(w[1].captured_at >= w[0].captured_at);
     }
     for f in &frames {
-        assert_eq!((f.width, f.height, f.format), (640, 480, PixelFormat::Mjpeg));
+        assert_eq!(
+            (f.width, f.height, f.format),
+            (640, 480, PixelFormat::Mjpeg)
+        );
     }
     let st = src.stats();
     assert_eq!((st.delivered, st.corrupt, st.dropped_stale), (200, 0, 0));
@@ -124,7 +127,10 @@ fn real_time_pacing_spaces_frames() {
 #[test]
 fn damaged_mjpeg_stream_is_survived_and_counted() {
     let dir = tempfile::tempdir().map_err(|e| e.to_string());
-    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let dir = dir
+        .as_ref()
+        .map(|d| d.path())
+        .unwrap_or(Path::new("/nonexistent"));
     let good: Vec<Vec<u8>> = (0..5).map(|i| jpeg(32, 24, 40 * i as u8)).collect();
     let mut data = Vec::new();
     data.extend(&good[0]);
@@ -162,7 +168,10 @@ fn write_y4m(path: &Path, header: &str, frames: &[Vec<u8>]) {
 #[test]
 fn y4m_420_and_422_round_trip() {
     let dir = tempfile::tempdir().map_err(|e| e.to_string());
-    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let dir = dir
+        .as_ref()
+        .map(|d| d.path())
+        .unwrap_or(Path::new("/nonexistent"));
     for (tag, format) in [
         ("C420jpeg", PixelFormat::Yu12),
         ("C420mpeg2 XYSCSS=420MPEG2", PixelFormat::Yu12),
@@ -172,10 +181,18 @@ fn y4m_420_and_422_round_trip() {
         let (w, h) = (16u32, 10u32);
         let len = format.frame_len(w, h).unwrap_or(0);
         let frames: Vec<Vec<u8>> = (0..3u8)
-            .map(|k| (0..len).map(|i| (i as u8).wrapping_mul(3).wrapping_add(k)).collect())
+            .map(|k| {
+                (0..len)
+                    .map(|i| (i as u8).wrapping_mul(3).wrapping_add(k))
+                    .collect()
+            })
             .collect();
         let path = dir.join(format!("clip-{}.y4m", format));
-        write_y4m(&path, &format!("YUV4MPEG2 W{w} H{h} F25:1 Ip A1:1 {tag}\n"), &frames);
+        write_y4m(
+            &path,
+            &format!("YUV4MPEG2 W{w} H{h} F25:1 Ip A1:1 {tag}\n"),
+            &frames,
+        );
         let mut src = open(path.to_str().unwrap_or_default(), &fast());
         assert_eq!(src.fps(), Some(25.0));
         let got = drain(src.as_mut());
@@ -204,11 +221,17 @@ fn y4m_420_and_422_round_trip() {
 #[test]
 fn y4m_bad_headers_are_clear_errors() {
     let dir = tempfile::tempdir().map_err(|e| e.to_string());
-    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let dir = dir
+        .as_ref()
+        .map(|d| d.path())
+        .unwrap_or(Path::new("/nonexistent"));
     let p = dir.join("c444.y4m");
     write_y4m(&p, "YUV4MPEG2 W8 H8 F25:1 C444\n", &[]);
     let e = open_err(p.to_str().unwrap_or_default());
-    assert!(e.contains("c444.y4m") && e.contains("C444") && e.contains("C420"), "{e}");
+    assert!(
+        e.contains("c444.y4m") && e.contains("C444") && e.contains("C420"),
+        "{e}"
+    );
     let p = dir.join("notyuv.y4m");
     assert!(std::fs::write(&p, b"hello world\n").is_ok());
     let e = open_err(p.to_str().unwrap_or_default());
@@ -222,7 +245,10 @@ fn y4m_bad_headers_are_clear_errors() {
 #[test]
 fn image_directory_plays_in_name_order() {
     let dir = tempfile::tempdir().map_err(|e| e.to_string());
-    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let dir = dir
+        .as_ref()
+        .map(|d| d.path())
+        .unwrap_or(Path::new("/nonexistent"));
     assert!(std::fs::write(dir.join("b.jpg"), jpeg(20, 10, 10)).is_ok());
     let png = image::RgbImage::from_fn(12, 6, |x, y| image::Rgb([x as u8, y as u8, 7]));
     assert!(png.save(dir.join("a.png")).is_ok());
@@ -232,7 +258,10 @@ fn image_directory_plays_in_name_order() {
     let spec = format!("{}/", dir.display());
     let mut src = open(&spec, &fast());
     let frames = drain(src.as_mut());
-    let got: Vec<(u32, u32, PixelFormat)> = frames.iter().map(|f| (f.width, f.height, f.format)).collect();
+    let got: Vec<(u32, u32, PixelFormat)> = frames
+        .iter()
+        .map(|f| (f.width, f.height, f.format))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -256,13 +285,19 @@ fn bad_specs_are_clear_errors() {
     let e = open_err("");
     assert!(e.contains("unknown source"), "{e}");
     let e = open_err("/dev/video-lookout-test-missing");
-    assert!(e.contains("/dev/video-lookout-test-missing") && e.contains("cannot open camera"), "{e}");
+    assert!(
+        e.contains("/dev/video-lookout-test-missing") && e.contains("cannot open camera"),
+        "{e}"
+    );
     // /dev/null exists but is not a V4L2 device.
     let e = open_err("/dev/null");
     assert!(e.contains("/dev/null"), "{e}");
 
     let dir = tempfile::tempdir().map_err(|e| e.to_string());
-    let dir = dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"));
+    let dir = dir
+        .as_ref()
+        .map(|d| d.path())
+        .unwrap_or(Path::new("/nonexistent"));
     let e = open_err(dir.to_str().unwrap_or_default());
     assert!(e.contains("no usable frames") && e.contains(".png"), "{e}");
     let p = dir.join("empty.mjpeg");

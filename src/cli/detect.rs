@@ -68,17 +68,27 @@ pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
         anyhow::bail!("--threads must be at least 1");
     }
     let cfg = DetectorConfig {
-        model: args.model.clone().map_or(ModelSource::Embedded, ModelSource::File),
+        model: args
+            .model
+            .clone()
+            .map_or(ModelSource::Embedded, ModelSource::File),
         score_threshold: args.threshold,
         threads: args.threads,
-        resize: if args.stretch { ResizeMode::Stretch } else { ResizeMode::Letterbox },
+        resize: if args.stretch {
+            ResizeMode::Stretch
+        } else {
+            ResizeMode::Letterbox
+        },
         ..DetectorConfig::default()
     };
     let detector = Detector::load(&cfg)?;
     let mut all_ok = true;
     for path in &args.images {
         let result = detect::read_rgb_image(path).and_then(|(rgb, w, h)| {
-            detector.detect_rgb(&rgb, w, h).map(|d| (d, w, h)).map_err(|e| format!("{}: {e}", path.display()))
+            detector
+                .detect_rgb(&rgb, w, h)
+                .map(|d| (d, w, h))
+                .map_err(|e| format!("{}: {e}", path.display()))
         });
         let (dets, width, height) = match result {
             Ok(r) => r,
@@ -112,13 +122,25 @@ pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
 }
 
 fn print_table(res: &ImageResult) {
-    println!("{} ({}x{}): {} object(s)", res.file, res.width, res.height, res.detections.len());
+    println!(
+        "{} ({}x{}): {} object(s)",
+        res.file,
+        res.width,
+        res.height,
+        res.detections.len()
+    );
     if res.detections.is_empty() {
         return;
     }
-    println!("  {:<16} {:>6}  {:>7} {:>7} {:>7} {:>7}", "label", "score", "x0", "y0", "x1", "y1");
+    println!(
+        "  {:<16} {:>6}  {:>7} {:>7} {:>7} {:>7}",
+        "label", "score", "x0", "y0", "x1", "y1"
+    );
     for d in &res.detections {
         let [x0, y0, x1, y1] = d.bbox;
-        println!("  {:<16} {:>6.2}  {:>7.1} {:>7.1} {:>7.1} {:>7.1}", d.label, d.score, x0, y0, x1, y1);
+        println!(
+            "  {:<16} {:>6.2}  {:>7.1} {:>7.1} {:>7.1} {:>7.1}",
+            d.label, d.score, x0, y0, x1, y1
+        );
     }
 }

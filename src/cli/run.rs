@@ -50,7 +50,8 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         Some(p) => log::info!(LOOKOUT_EVENT = "config"; "configuration {}", p.display()),
     }
     let mut cfg = load_config(args.config.as_ref())?;
-    let signals = Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+    let signals =
+        Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
     let notifier = Arc::new(Notifier::from_env());
     let mut parts = pipeline::build(&cfg, None).map_err(anyhow::Error::from)?;
     let opts = RunOptions {
@@ -68,7 +69,9 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         if end != EndReason::Reload {
             break;
         }
-        signals.reload.store(false, std::sync::atomic::Ordering::Relaxed);
+        signals
+            .reload
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         notifier.reloading();
         reload(args, &mut cfg, &mut parts);
         notifier.reloaded();
@@ -118,7 +121,9 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
                 parts.source = s;
                 changed.push("source");
             }
-            Err(e) => log::error!(LOOKOUT_EVENT = "reload_rejected"; "new source rejected, keeping the old one: {e}"),
+            Err(e) => {
+                log::error!(LOOKOUT_EVENT = "reload_rejected"; "new source rejected, keeping the old one: {e}")
+            }
         }
     }
     if new.tracker != cfg.tracker {
@@ -127,14 +132,20 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
                 parts.tracker = t;
                 changed.push("tracker");
             }
-            Err(e) => log::error!(LOOKOUT_EVENT = "reload_rejected"; "new tracker settings rejected: {e}"),
+            Err(e) => {
+                log::error!(LOOKOUT_EVENT = "reload_rejected"; "new tracker settings rejected: {e}")
+            }
         }
     }
     if new.pipeline != cfg.pipeline || new.output != cfg.output {
         changed.push("pipeline/output");
     }
     *cfg = new;
-    let what = if changed.is_empty() { "nothing changed".to_string() } else { changed.join(", ") };
+    let what = if changed.is_empty() {
+        "nothing changed".to_string()
+    } else {
+        changed.join(", ")
+    };
     log::info!(LOOKOUT_EVENT = "reloaded"; "configuration {} reloaded: {what}", path.display());
 }
 

@@ -42,7 +42,11 @@ fn expected_bin(logits: &[f32]) -> f32 {
         sum += e;
         weighted += e * j as f32;
     }
-    if sum > 0.0 { weighted / sum } else { 0.0 }
+    if sum > 0.0 {
+        weighted / sum
+    } else {
+        0.0
+    }
 }
 
 /// Decodes every cell whose best class score exceeds `score_threshold` into a box in
@@ -63,11 +67,18 @@ pub fn decode(
         let cells = cols * (input_h / stride);
         for cell in 0..cells.min(cls.len() / NUM_CLASSES) {
             let scores = &cls[cell * NUM_CLASSES..(cell + 1) * NUM_CLASSES];
-            let (class_id, score) = scores
-                .iter()
-                .copied()
-                .enumerate()
-                .fold((0, f32::NEG_INFINITY), |best, (i, s)| if s > best.1 { (i, s) } else { best });
+            let (class_id, score) =
+                scores
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .fold((0, f32::NEG_INFINITY), |best, (i, s)| {
+                        if s > best.1 {
+                            (i, s)
+                        } else {
+                            best
+                        }
+                    });
             if score <= score_threshold {
                 continue;
             }
@@ -85,7 +96,11 @@ pub fn decode(
                 (cx + d[2]).min(input_w as f32),
                 (cy + d[3]).min(input_h as f32),
             );
-            out.push(Detection { class_id, score, bbox });
+            out.push(Detection {
+                class_id,
+                score,
+                bbox,
+            });
         }
     }
     out

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tract_linalg::multithread::{Executor, multithread_tract_scope};
+use tract_linalg::multithread::{multithread_tract_scope, Executor};
 use tract_onnx::prelude::*;
 
-pub use decode::{OUTPUT_NAMES, RawOutputs};
+pub use decode::{RawOutputs, OUTPUT_NAMES};
 pub use labels::COCO80;
-pub use nms::{BBox, Detection, nms};
+pub use nms::{nms, BBox, Detection};
 
 use crate::preprocess::{self, Mapping, ResizeMode};
 
@@ -144,7 +144,9 @@ pub struct Detector {
 
 impl std::fmt::Debug for Detector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Detector").field("info", &self.info).finish()
+        f.debug_struct("Detector")
+            .field("info", &self.info)
+            .finish()
     }
 }
 
@@ -177,20 +179,37 @@ impl Detector {
         Self::load_with_executor(cfg, executor)
     }
 
-    fn load_with_executor(cfg: &DetectorConfig, executor: Executor) -> Result<Detector, DetectError> {
+    fn load_with_executor(
+        cfg: &DetectorConfig,
+        executor: Executor,
+    ) -> Result<Detector, DetectError> {
         let name = cfg.model.display_name();
         let t0 = Instant::now();
         let bytes: std::borrow::Cow<'static, [u8]> = match &cfg.model {
             ModelSource::Embedded => EMBEDDED_MODEL.into(),
             ModelSource::File(p) => std::fs::read(p)
-                .map_err(|source| DetectError::Read { model: name.clone(), source })?
+                .map_err(|source| DetectError::Read {
+                    model: name.clone(),
+                    source,
+                })?
                 .into(),
         };
-        let not_onnx = |e: TractError| DetectError::NotOnnx { model: name.clone(), reason: first_line(&e) };
-        let wrong = |reason: String| DetectError::WrongShape { model: name.clone(), reason };
-        let mut model = tract_onnx::onnx().model_for_read(&mut &bytes[..]).map_err(not_onnx)?;
+        let not_onnx = |e: TractError| DetectError::NotOnnx {
+            model: name.clone(),
+            reason: first_line(&e),
+        };
+        let wrong = |reason: String| DetectError::WrongShape {
+            model: name.clone(),
+            reason,
+        };
+        let mut model = tract_onnx::onnx()
+            .model_for_read(&mut &bytes[..])
+            .map_err(not_onnx)?;
         if model.inputs.len() != 1 {
-            return Err(wrong(format!("has {} inputs, expected one image input", model.inputs.len())));
+            return Err(wrong(format!(
+                "has {} inputs, expected one image input",
+                model.inputs.len()
+            )));
         }
         let declared = model
             .input_fact(0)
@@ -207,22 +226,38 @@ impl Detector {
             }
         };
         if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
-            return Err(wrong(format!("input size {w}x{h}: both sides must be positive multiples of 32")));
+            return Err(wrong(format!(
+                "input size {w}x{h}: both sides must be positive multiples of 32"
+            )));
         }
-        model
-            .select_outputs_by_name(OUTPUT_NAMES)
-            .map_err(|e| wrong(format!("lacks the NanoDet outputs {OUTPUT_NAMES:?} ({})", first_line(&e))))?;
+        model.select_outputs_by_name(OUTPUT_NAMES).map_err(|e| {
+            wrong(format!(
+                "lacks the NanoDet outputs {OUTPUT_NAMES:?} ({})",
+                first_line(&e)
+            ))
+        })?;
         let model = model
             .with_input_fact(0, f32::fact([1, 3, h as usize, w as usize]).into())
             .and_then(|m| m.into_typed())
-            .map_err(|e| wrong(format!("does not accept a [1, 3, {h}, {w}] f32 input: {}", first_line(&e))))?;
+            .map_err(|e| {
+                wrong(format!(
+                    "does not accept a [1, 3, {h}, {w}] f32 input: {}",
+                    first_line(&e)
+                ))
+            })?;
         // Check the output shapes before optimizing, so a wrong head says so clearly.
         for (i, (name_i, &stride)) in OUTPUT_NAMES.iter().zip(&[8, 8, 16, 16, 32, 32]).enumerate() {
             let fact = model.output_fact(i).map_err(|e| wrong(first_line(&e)))?;
             let cells = (w as usize / stride) * (h as usize / stride);
-            let per_cell = if i % 2 == 0 { decode::NUM_CLASSES } else { 4 * (decode::REG_MAX + 1) };
+            let per_cell = if i % 2 == 0 {
+                decode::NUM_CLASSES
+            } else {
+                4 * (decode::REG_MAX + 1)
+            };
             let shape = fact.shape.as_concrete().map(|s| s.to_vec());
-            let ok = shape.as_deref().is_some_and(|s| s.iter().product::<usize>() == cells * per_cell);
+            let ok = shape
+                .as_deref()
+                .is_some_and(|s| s.iter().product::<usize>() == cells * per_cell);
             if !ok || fact.datum_type != f32::datum_type() {
                 return Err(wrong(format!(
                     "output {name_i} is {:?} {:?}, expected f32 with {cells}x{per_cell} values",
@@ -230,7 +265,11 @@ impl Detector {
                 )));
             }
         }
-        let datum = if model.nodes().iter().any(|n| n.outputs.iter().any(|o| is_quantized(o.fact.datum_type))) {
+        let datum = if model
+            .nodes()
+            .iter()
+            .any(|n| n.outputs.iter().any(|o| is_quantized(o.fact.datum_type)))
+        {
             "int8"
         } else {
             "f32"
@@ -243,7 +282,14 @@ impl Detector {
             Executor::MultiThread(p) => p.current_num_threads(),
             _ => 1,
         };
-        let info = ModelInfo { name, input_w: w, input_h: h, datum, threads, load_time: t0.elapsed() };
+        let info = ModelInfo {
+            name,
+            input_w: w,
+            input_h: h,
+            datum,
+            threads,
+            load_time: t0.elapsed(),
+        };
         log::info!(
             "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms",
             info.name,
@@ -253,7 +299,12 @@ impl Detector {
             info.threads,
             info.load_time.as_secs_f64() * 1e3
         );
-        Ok(Detector { plan, executor, info, cfg: cfg.clone() })
+        Ok(Detector {
+            plan,
+            executor,
+            info,
+            cfg: cfg.clone(),
+        })
     }
 
     /// Facts about the loaded model.
@@ -273,16 +324,25 @@ impl Detector {
 
     /// Runs the network on a preprocessed NCHW tensor and returns its six raw outputs.
     pub fn run_raw(&self, input: &[f32]) -> Result<RawOutputs, DetectError> {
-        let run_err = |e: TractError| DetectError::Run { model: self.info.name.clone(), reason: first_line(&e) };
+        let run_err = |e: TractError| DetectError::Run {
+            model: self.info.name.clone(),
+            reason: first_line(&e),
+        };
         let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
         let tensor = Tensor::from_shape(&shape, input).map_err(run_err)?;
-        let outputs = multithread_tract_scope(self.executor.clone(), || self.plan.run(tvec!(tensor.into())))
-            .map_err(run_err)?;
+        let outputs = multithread_tract_scope(self.executor.clone(), || {
+            self.plan.run(tvec!(tensor.into()))
+        })
+        .map_err(run_err)?;
         let mut raw = RawOutputs::default();
         for (i, t) in outputs.iter().enumerate() {
             let view = t.to_plain_array_view::<f32>().map_err(run_err)?;
             let v: Vec<f32> = view.iter().copied().collect();
-            if i % 2 == 0 { raw.cls.push(v) } else { raw.reg.push(v) }
+            if i % 2 == 0 {
+                raw.cls.push(v)
+            } else {
+                raw.reg.push(v)
+            }
         }
         Ok(raw)
     }
@@ -303,13 +363,22 @@ impl Detector {
     }
 
     /// Runs on a preprocessed tensor and returns detections in image pixels.
-    pub fn detect_tensor(&self, input: &[f32], map: &Mapping) -> Result<Vec<Detection>, DetectError> {
+    pub fn detect_tensor(
+        &self,
+        input: &[f32],
+        map: &Mapping,
+    ) -> Result<Vec<Detection>, DetectError> {
         let raw = self.run_raw(input)?;
         Ok(self.postprocess(&raw, map))
     }
 
     /// Preprocesses a packed RGB image and detects objects in it.
-    pub fn detect_rgb(&self, rgb: &[u8], width: u32, height: u32) -> Result<Vec<Detection>, DetectError> {
+    pub fn detect_rgb(
+        &self,
+        rgb: &[u8],
+        width: u32,
+        height: u32,
+    ) -> Result<Vec<Detection>, DetectError> {
         let mut input = vec![0.0f32; self.input_len()];
         let map = preprocess::rgb_to_tensor(
             rgb,
@@ -332,12 +401,16 @@ fn first_line(e: &TractError) -> String {
 
 /// The label of a class id (`class_<id>` if outside COCO-80).
 pub fn label(class_id: usize) -> String {
-    COCO80.get(class_id).map(|s| s.to_string()).unwrap_or_else(|| format!("class_{class_id}"))
+    COCO80
+        .get(class_id)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| format!("class_{class_id}"))
 }
 
 /// Reads an image file (JPEG or PNG) as packed RGB.
 pub fn read_rgb_image(path: &Path) -> Result<(Vec<u8>, u32, u32), String> {
-    let img = image::open(path).map_err(|e| format!("{}: cannot read the image: {e}", path.display()))?;
+    let img =
+        image::open(path).map_err(|e| format!("{}: cannot read the image: {e}", path.display()))?;
     let rgb = img.to_rgb8();
     let (w, h) = rgb.dimensions();
     Ok((rgb.into_raw(), w, h))

@@ -42,7 +42,11 @@ impl BBox {
         let iy = (self.y1.min(other.y1) - self.y0.max(other.y0)).max(0.0);
         let inter = ix * iy;
         let union = self.area() + other.area() - inter;
-        if union > 0.0 { inter / union } else { 0.0 }
+        if union > 0.0 {
+            inter / union
+        } else {
+            0.0
+        }
     }
     /// As the `[x0, y0, x1, y1]` array used in JSON output.
     pub fn to_array(&self) -> [f32; 4] {
@@ -85,7 +89,11 @@ mod tests {
     use super::*;
 
     fn det(class_id: usize, score: f32, x0: f32) -> Detection {
-        Detection { class_id, score, bbox: BBox::new(x0, 0.0, x0 + 10.0, 10.0) }
+        Detection {
+            class_id,
+            score,
+            bbox: BBox::new(x0, 0.0, x0 + 10.0, 10.0),
+        }
     }
 
     #[test]
@@ -100,7 +108,11 @@ mod tests {
 
     #[test]
     fn nms_is_class_aware_and_keeps_the_best() {
-        let out = nms(vec![det(0, 0.5, 1.0), det(0, 0.9, 0.0), det(1, 0.8, 0.0)], 0.5, 10);
+        let out = nms(
+            vec![det(0, 0.5, 1.0), det(0, 0.9, 0.0), det(1, 0.8, 0.0)],
+            0.5,
+            10,
+        );
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].class_id, out[0].score), (0, 0.9));
         assert_eq!((out[1].class_id, out[1].score), (1, 0.8));
@@ -108,7 +120,9 @@ mod tests {
 
     #[test]
     fn nms_respects_max_detections() {
-        let dets = (0..10).map(|i| det(0, i as f32 / 10.0, i as f32 * 100.0)).collect();
+        let dets = (0..10)
+            .map(|i| det(0, i as f32 / 10.0, i as f32 * 100.0))
+            .collect();
         let out = nms(dets, 0.5, 3);
         assert_eq!(out.len(), 3);
         assert_eq!(out[0].score, 0.9);

@@ -282,7 +282,10 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("clip.avi") && err.contains("FILE.y4m"), "{err}");
+        assert!(
+            err.contains("clip.avi") && err.contains("FILE.y4m"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -101,13 +101,14 @@ pub fn pack_rows(
         return Some(());
     }
     dst.reserve(packed_len);
-    let mut copy_plane = |offset: usize, rows: usize, row_len: usize, pitch: usize| -> Option<usize> {
-        for r in 0..rows {
-            let start = offset + r * pitch;
-            dst.extend_from_slice(src.get(start..start + row_len)?);
-        }
-        Some(offset + rows * pitch)
-    };
+    let mut copy_plane =
+        |offset: usize, rows: usize, row_len: usize, pitch: usize| -> Option<usize> {
+            for r in 0..rows {
+                let start = offset + r * pitch;
+                dst.extend_from_slice(src.get(start..start + row_len)?);
+            }
+            Some(offset + rows * pitch)
+        };
     let after_y = copy_plane(0, h, row_bytes, stride)?;
     match format {
         PixelFormat::Nv12 => {
@@ -162,8 +163,16 @@ mod tests {
     #[test]
     fn keeps_the_newest_and_requeues_the_rest() {
         let mut q = fake(&[2, 0, 1]);
-        let n = take_newest(&mut q, Duration::from_millis(500)).ok().flatten();
-        assert_eq!(n, Some(Newest { index: 1, dropped: 2 }));
+        let n = take_newest(&mut q, Duration::from_millis(500))
+            .ok()
+            .flatten();
+        assert_eq!(
+            n,
+            Some(Newest {
+                index: 1,
+                dropped: 2
+            })
+        );
         assert_eq!(q.queued, vec![2, 0]);
         // first wait uses the timeout, the drain never waits
         assert_eq!(q.waits[0], Duration::from_millis(500));
@@ -173,15 +182,26 @@ mod tests {
     #[test]
     fn single_ready_buffer_drops_nothing() {
         let mut q = fake(&[1]);
-        let n = take_newest(&mut q, Duration::from_millis(10)).ok().flatten();
-        assert_eq!(n, Some(Newest { index: 1, dropped: 0 }));
+        let n = take_newest(&mut q, Duration::from_millis(10))
+            .ok()
+            .flatten();
+        assert_eq!(
+            n,
+            Some(Newest {
+                index: 1,
+                dropped: 0
+            })
+        );
         assert!(q.queued.is_empty());
     }
 
     #[test]
     fn timeout_is_none() {
         let mut q = fake(&[]);
-        assert!(matches!(take_newest(&mut q, Duration::from_millis(10)), Ok(None)));
+        assert!(matches!(
+            take_newest(&mut q, Duration::from_millis(10)),
+            Ok(None)
+        ));
     }
 
     #[test]

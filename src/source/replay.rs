@@ -91,10 +91,7 @@ impl ReplaySource {
     /// is not Y4M or a colour space lookout does not read.
     pub fn y4m_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
         let stream = Y4mStream::open(path)?;
-        let fps = opts
-            .replay_fps
-            .or(stream.fps)
-            .unwrap_or(DEFAULT_REPLAY_FPS);
+        let fps = opts.replay_fps.or(stream.fps).unwrap_or(DEFAULT_REPLAY_FPS);
         let desc = format!(
             "Y4M file {} ({} {}x{})",
             path.display(),
@@ -308,7 +305,10 @@ fn scan_jpeg(data: &[u8], start: usize) -> Scan {
         }
         // Entropy-coded data after SOS.
         loop {
-            let Some(p) = data.get(i..).and_then(|s| s.iter().position(|&b| b == 0xFF)) else {
+            let Some(p) = data
+                .get(i..)
+                .and_then(|s| s.iter().position(|&b| b == 0xFF))
+            else {
                 return Scan::Truncated;
             };
             let j = i + p;
@@ -441,7 +441,9 @@ impl Y4mStream {
         let text = String::from_utf8_lossy(&header[..header.len() - 1]).into_owned();
         let mut tokens = text.split(' ');
         if tokens.next() != Some("YUV4MPEG2") {
-            return Err(bad("not a Y4M file: the first line does not start with `YUV4MPEG2`".into()));
+            return Err(bad(
+                "not a Y4M file: the first line does not start with `YUV4MPEG2`".into(),
+            ));
         }
         let (mut width, mut height, mut fps, mut colour) = (None, None, None, "420".to_string());
         for tok in tokens {
@@ -473,11 +475,9 @@ impl Y4mStream {
             c if c.starts_with("420") => PixelFormat::Yu12,
             "422" => PixelFormat::Yuv422p,
             "mono" => PixelFormat::Grey,
-            other => {
-                return Err(bad(format!(
-                    "Y4M colour space C{other} is not supported (expected C420*, C422 or Cmono, 8-bit)"
-                )))
-            }
+            other => return Err(bad(format!(
+                "Y4M colour space C{other} is not supported (expected C420*, C422 or Cmono, 8-bit)"
+            ))),
         };
         let frame_len = format.frame_len(width, height).unwrap_or(0);
         let data_start = header.len() as u64;

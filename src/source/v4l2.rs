@@ -99,7 +99,9 @@ impl V4l2Source {
             negotiated.width,
             negotiated.height,
             negotiated.stride,
-            negotiated.fps.map_or("?".to_string(), |f| format!("{f:.2}")),
+            negotiated
+                .fps
+                .map_or("?".to_string(), |f| format!("{f:.2}")),
             open.queue.len()
         );
         Ok(V4l2Source {
@@ -118,7 +120,10 @@ impl V4l2Source {
     }
 
     fn lose(&mut self, source: io::Error) -> SourceError {
-        log::warn!("{}: camera lost ({source}); reopening with back-off", self.path);
+        log::warn!(
+            "{}: camera lost ({source}); reopening with back-off",
+            self.path
+        );
         // Dropping the open device unmaps its buffers and closes the descriptor.
         self.state = State::Lost {
             attempts: 0,
@@ -251,7 +256,8 @@ impl FrameSource for V4l2Source {
                 continue;
             }
             // Buffer timestamps are CLOCK_MONOTONIC unless the driver says otherwise.
-            let monotonic = meta.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC;
+            let monotonic =
+                meta.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC;
             let captured_at = if meta.timestamp.is_zero() || !monotonic {
                 monotonic_now()
             } else {
@@ -323,7 +329,9 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
         device: path.to_string(),
         source,
     })?;
-    let caps = device.query_caps().map_err(dev_err(path, "VIDIOC_QUERYCAP"))?;
+    let caps = device
+        .query_caps()
+        .map_err(dev_err(path, "VIDIOC_QUERYCAP"))?;
     let flags = caps.capabilities;
     if !flags.contains(v4l::capability::Flags::VIDEO_CAPTURE)
         || !flags.contains(v4l::capability::Flags::STREAMING)
@@ -445,7 +453,9 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
 }
 
 fn describe_sizes(device: &Device, code: [u8; 4]) -> String {
-    let sizes = device.enum_framesizes(FourCC::new(&code)).unwrap_or_default();
+    let sizes = device
+        .enum_framesizes(FourCC::new(&code))
+        .unwrap_or_default();
     if sizes.is_empty() {
         return "none reported".to_string();
     }
@@ -467,7 +477,11 @@ fn describe_rates(device: &Device, code: [u8; 4], w: u32, h: u32) -> String {
     if rates.is_empty() {
         return "none reported".to_string();
     }
-    rates.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+    rates
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A frame-rate entry of a device listing.

@@ -1,0 +1,146 @@
+//! Tracking fidelity: how well tracks produced with a detection every N frames cover the
+//! detections the model would have made on *every* frame, and how stable their ids are.
+//!
+//! Pure functions over per-frame boxes; `benches/fidelity.rs` runs the clip and prints the
+//! table (README, "Tracking fidelity").
+
+use std::collections::HashMap;
+
+use crate::detect::BBox;
+
+/// A labelled box in one frame (a detection or a track).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelledBox {
+    /// Track id (0 for detections).
+    pub id: u64,
+    /// Class id.
+    pub class_id: usize,
+    /// Box in frame pixels.
+    pub bbox: BBox,
+}
+
+/// The figures of one run against the reference.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Fidelity {
+    /// Reference detections (all frames).
+    pub reference: usize,
+    /// Reference detections with a same-class track at IoU ≥ 0.5 in the same frame.
+    pub covered: usize,
+    /// Identity switches of ground-truth trajectories (reference tracks).
+    pub id_switches: usize,
+    /// Ground-truth track-frames matched by a track (the denominator of the switch rate).
+    pub matched_track_frames: usize,
+}
+
+impl Fidelity {
+    /// Covered share, 0..1.
+    pub fn coverage(&self) -> f64 {
+        if self.reference == 0 {
+            1.0
+        } else {
+            self.covered as f64 / self.reference as f64
+        }
+    }
+    /// Id switches per 100 matched track-frames.
+    pub fn switches_per_100(&self) -> f64 {
+        if self.matched_track_frames == 0 {
+            0.0
+        } else {
+            100.0 * self.id_switches as f64 / self.matched_track_frames as f64
+        }
+    }
+}
+
+/// Greedy same-class matching by IoU ≥ `min_iou`, best pairs first: `(a index, b index)`.
+fn match_boxes(a: &[LabelledBox], b: &[LabelledBox], min_iou: f32) -> Vec<(usize, usize)> {
+    let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
+    for (i, x) in a.iter().enumerate() {
+        for (j, y) in b.iter().enumerate() {
+            let iou = x.bbox.iou(&y.bbox);
+            if x.class_id == y.class_id && iou >= min_iou {
+                pairs.push((iou, i, j));
+            }
+        }
+    }
+    pairs.sort_by(|p, q| q.0.total_cmp(&p.0));
+    let (mut used_a, mut used_b) = (vec![false; a.len()], vec![false; b.len()]);
+    let mut out = Vec::new();
+    for (_, i, j) in pairs {
+        if !used_a[i] && !used_b[j] {
+            used_a[i] = true;
+            used_b[j] = true;
+            out.push((i, j));
+        }
+    }
+    out
+}
+
+/// Scores `tracks` (per frame) against reference detections and reference (ground-truth)
+/// tracks of the same frames. All three slices are indexed by frame.
+pub fn evaluate(
+    reference_dets: &[Vec<LabelledBox>],
+    gt_tracks: &[Vec<LabelledBox>],
+    tracks: &[Vec<LabelledBox>],
+) -> Fidelity {
+    let mut f = Fidelity::default();
+    let empty = Vec::new();
+    for (k, dets) in reference_dets.iter().enumerate() {
+        let t = tracks.get(k).unwrap_or(&empty);
+        f.reference += dets.len();
+        f.covered += match_boxes(dets, t, 0.5).len();
+    }
+    let mut last_id: HashMap<u64, u64> = HashMap::new();
+    for (k, gts) in gt_tracks.iter().enumerate() {
+        let t = tracks.get(k).unwrap_or(&empty);
+        for (i, j) in match_boxes(gts, t, 0.5) {
+            f.matched_track_frames += 1;
+            let (gt, id) = (gts[i].id, t[j].id);
+            if let Some(prev) = last_id.insert(gt, id) {
+                if prev != id {
+                    f.id_switches += 1;
+                }
+            }
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(id: u64, x: f32) -> LabelledBox {
+        LabelledBox {
+            id,
+            class_id: 0,
+            bbox: BBox::new(x, 0.0, x + 10.0, 10.0),
+        }
+    }
+
+    #[test]
+    fn perfect_tracks_cover_everything_without_switches() {
+        let dets = vec![vec![b(0, 0.0)], vec![b(0, 2.0)]];
+        let gt = vec![vec![b(1, 0.0)], vec![b(1, 2.0)]];
+        let f = evaluate(&dets, &gt, &gt);
+        assert_eq!(
+            (
+                f.reference,
+                f.covered,
+                f.id_switches,
+                f.matched_track_frames
+            ),
+            (2, 2, 0, 2)
+        );
+        assert_eq!(f.coverage(), 1.0);
+    }
+
+    #[test]
+    fn a_changed_id_is_one_switch_and_a_missing_box_is_uncovered() {
+        let dets = vec![vec![b(0, 0.0)], vec![b(0, 2.0)], vec![b(0, 4.0)]];
+        let gt = vec![vec![b(1, 0.0)], vec![b(1, 2.0)], vec![b(1, 4.0)]];
+        let tracks = vec![vec![b(7, 0.0)], vec![], vec![b(8, 4.0)]];
+        let f = evaluate(&dets, &gt, &tracks);
+        assert_eq!((f.covered, f.id_switches), (2, 1));
+        assert!((f.switches_per_100() - 50.0).abs() < 1e-9);
+    }
+}
