@@ -25,6 +25,10 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Detect objects in photos (one-shot).
     Detect(cli::detect::DetectArgs),
+    /// List V4L2 capture devices with their formats, sizes and frame rates.
+    Devices(lookout::cli_sources::DevicesArgs),
+    /// Read frames from a source (camera or file) and report what came back.
+    Capture(lookout::cli_sources::CaptureArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig {
         /// The TOML file.
@@ -57,6 +61,8 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Command::Devices(a) => exit_of(lookout::cli_sources::run_devices(a)),
+        Command::Capture(a) => exit_of(lookout::cli_sources::run_capture(a)),
         Command::CheckConfig { file } => match lookout::config::Config::load(file) {
             Ok(cfg) => {
                 println!(
@@ -73,5 +79,15 @@ fn main() -> ExitCode {
                 ExitCode::from(EX_CONFIG)
             }
         },
+    }
+}
+
+fn exit_of(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lookout: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }

@@ -242,6 +242,9 @@ struct Shared {
     error: Option<source::SourceError>,
     /// Everyone stops.
     shutdown: bool,
+    /// Time in `source.next()` per delivered frame, left here by the capture thread when it
+    /// ends (moved into the run's total).
+    capture_time: Option<crate::stats::Latency>,
 }
 
 struct Hub {
@@ -439,13 +442,19 @@ pub fn run_with(
     })?;
     let mut summary = summary;
     summary.cpu_time = process_cpu_time().saturating_sub(cpu0);
-    if let Some(e) = hub.lock().error.take() {
+    let mut g = hub.lock();
+    if let Some(e) = g.error.take() {
         return Err(e.into());
     }
+    if let Some(c) = g.capture_time.take() {
+        summary.total.capture.merge(&c);
+    }
+    drop(g);
     Ok(summary)
 }
 
 fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool, lockstep: bool) {
+    let mut next_time = crate::stats::Latency::default();
     loop {
         if stop.load(Ordering::Relaxed) || hub.lock().shutdown {
             break;
@@ -460,8 +469,10 @@ fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool
                 break;
             }
         }
+        let t0 = Instant::now();
         match src.next() {
             Ok(Some(frame)) => {
+                next_time.record(t0.elapsed());
                 let dropped = src.stats().dropped_stale;
                 let mut g = hub.lock();
                 g.captured += 1;
@@ -483,7 +494,10 @@ fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool
             }
         }
     }
-    hub.lock().source_done = true;
+    let mut g = hub.lock();
+    g.source_done = true;
+    g.capture_time = Some(next_time);
+    drop(g);
     hub.cv.notify_all();
 }
 
@@ -639,6 +653,7 @@ fn track_loop(
                 &mut gray,
                 &mut scratch,
             );
+            window.gray.record(t0.elapsed());
             if let Err(e) = &gray_ok {
                 log::warn!(LOOKOUT_EVENT = "frame_error"; "frame {}: {e}", frame.seq);
             }

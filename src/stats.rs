@@ -48,6 +48,15 @@ impl Latency {
             self.0.max() as f64 / 1000.0
         }
     }
+    /// The sum of all samples in milliseconds (from the histogram's mean, so within its
+    /// 3-significant-digit precision).
+    pub fn sum_ms(&self) -> f64 {
+        if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.mean() * self.0.len() as f64 / 1000.0
+        }
+    }
     /// Number of samples.
     pub fn count(&self) -> u64 {
         self.0.len()
@@ -84,6 +93,12 @@ pub struct Window {
     pub postprocess: Latency,
     /// Tracker time per frame (gray plane + step + reconciliation).
     pub track: Latency,
+    /// The gray-plane part of `track`: frame → small gray image, including JPEG decoding of
+    /// MJPEG frames.
+    pub gray: Latency,
+    /// Time the capture thread spent in `FrameSource::next` per delivered frame (a camera:
+    /// mostly waiting for the frame; a file: reading it). Filled only in a run's total.
+    pub capture: Latency,
     /// Frame age when its results were published.
     pub age: Latency,
     /// Wall time the window covers.
@@ -102,6 +117,8 @@ impl Window {
         self.preprocess.merge(&other.preprocess);
         self.postprocess.merge(&other.postprocess);
         self.track.merge(&other.track);
+        self.gray.merge(&other.gray);
+        self.capture.merge(&other.capture);
         self.age.merge(&other.age);
         self.elapsed += other.elapsed;
     }
