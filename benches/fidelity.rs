@@ -80,17 +80,26 @@ fn tracks_of(path: &std::path::Path) -> anyhow::Result<PerFrame> {
 fn main() -> anyhow::Result<()> {
     // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let mut cfg = Config::default();
+    // LOOKOUT_FIDELITY_CONFIG=FILE evaluates other settings (e.g. a [tracker] table);
+    // LOOKOUT_FIDELITY_N=1,5 picks the N values (1 must come first: it is the id reference).
+    let mut cfg = match std::env::var_os("LOOKOUT_FIDELITY_CONFIG") {
+        Some(p) => Config::load(std::path::Path::new(&p))?,
+        None => Config::default(),
+    };
     cfg.source.realtime = false;
     let (reference, _) = reference_detections(&cfg)?;
     let frames = if quick { 30 } else { reference.len() };
     let reference = &reference[..frames.min(reference.len())];
-    let ns: &[u32] = if quick { &[1, 5] } else { &[1, 2, 3, 5, 10] };
+    let ns: Vec<u32> = match std::env::var("LOOKOUT_FIDELITY_N") {
+        Ok(v) => v.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Err(_) if quick => vec![1, 5],
+        Err(_) => vec![1, 2, 3, 5, 10],
+    };
     let dir = std::env::temp_dir().join(format!("lookout-fidelity-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut rows = Vec::new();
     let mut gt: Option<PerFrame> = None;
-    for &n in ns {
+    for &n in &ns {
         let mut c = cfg.clone();
         c.pipeline.detect_every = n;
         let path = dir.join(format!("tracks-{n}.jsonl"));
