@@ -6,12 +6,12 @@
 # Inside, a oneshot unit runs the aarch64 lookout binary BIN:
 #   lookout devices [--json]
 #   lookout capture /dev/video0 --format F --size 640x480 --frames N --json   for F in $FORMATS
-#   camera loss (LOSS_TEST=1): capture while `rmmod vivid` + `modprobe vivid` → the source
-#   reports the loss and reopens the camera
+#   camera loss (LOSS_TEST=1): capture 40 frames while vivid's platform device is unbound
+#   and bound again (an unplug) → the source reports the loss and reopens the camera
 # and writes its outputs to the job share; this script then asserts on them on the host.
 #
-# BIN defaults to target/aarch64-unknown-linux-gnu/release/lookout, built if missing
-# (`cargo build --release --target aarch64-unknown-linux-gnu --bin lookout`).
+# BIN defaults to $CARGO_TARGET_DIR/aarch64-unknown-linux-gnu/debug/lookout (the dev profile:
+# dependencies at opt-level 3, shared with the aarch64 test build), built if missing.
 # Env: VM_DIR (default /var/cache/lookout-ci/vm-<first 12 hex of sha256(vm-build.sh)>),
 #      HARNESS (/work/shared/harness), OUT (./vm-capture-out), FRAMES (20),
 #      FORMATS ("YUYV NV12 GREY"), LOSS_TEST (1), RUN_S (300), TIMEOUT_S (900).
@@ -26,11 +26,11 @@ FRAMES=${FRAMES:-20}
 FORMATS=${FORMATS:-YUYV NV12 GREY}
 LOSS_TEST=${LOSS_TEST:-1}
 export VIVID_OPTS=${VIVID_OPTS:-n_devs=1 node_types=0x1 num_inputs=1 input_types=0x0}
-BIN=${1:-$ROOT/target/aarch64-unknown-linux-gnu/release/lookout}
+BIN=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/aarch64-unknown-linux-gnu/debug/lookout}
 
-if [ ! -x "$BIN" ]; then
+if [ -z "${1:-}" ]; then
   echo "[v4l2-capture] building $BIN"
-  (cd "$ROOT" && cargo build --release --target aarch64-unknown-linux-gnu --bin lookout) || {
+  (cd "$ROOT" && cargo build --target aarch64-unknown-linux-gnu --bin lookout) || {
     echo "[v4l2-capture] FAIL: cross build failed"; exit 2; }
 fi
 [ -s "$VM_DIR/rootfs.img" ] || { echo "[v4l2-capture] no VM image in $VM_DIR (run $HARNESS/vm-build.sh with OUT_DIR=$VM_DIR)"; exit 2; }
@@ -58,9 +58,13 @@ if [ "$LOSS_TEST" = 1 ]; then
     > \$O/loss.json 2> \$O/loss.err &
   pid=\$!
   sleep 4
-  rmmod vivid > \$O/loss-rmmod.txt 2>&1 || echo "rmmod failed" >> \$O/loss-rmmod.txt
+  # Unplug: unbind the vivid platform device (rmmod refuses while the node is open), then
+  # plug it back in. The capture must report the loss and reopen the camera.
+  dev=\$(basename "\$(readlink -f /sys/class/video4linux/video0/device)")
+  echo "unbinding \$dev" > \$O/loss-unplug.txt
+  echo "\$dev" > /sys/bus/platform/drivers/vivid/unbind 2>> \$O/loss-unplug.txt || echo "unbind failed" >> \$O/loss-unplug.txt
   sleep 2
-  modprobe vivid $VIVID_OPTS >> \$O/loss-rmmod.txt 2>&1
+  echo "\$dev" > /sys/bus/platform/drivers/vivid/bind 2>> \$O/loss-unplug.txt || echo "bind failed" >> \$O/loss-unplug.txt
   wait \$pid; echo "loss \$?" >> \$O/rcs
 fi
 exit 0
@@ -158,13 +162,13 @@ for f in formats:
         fail(f"{f}: {r['stats']['corrupt']} corrupt frames")
 if os.environ["LOSS_TEST"] == "1":
     err = open(os.path.join(out, "loss.err")).read() if os.path.exists(os.path.join(out, "loss.err")) else ""
-    rmmod = open(os.path.join(out, "loss-rmmod.txt")).read() if os.path.exists(os.path.join(out, "loss-rmmod.txt")) else ""
+    unplug = open(os.path.join(out, "loss-unplug.txt")).read() if os.path.exists(os.path.join(out, "loss-unplug.txt")) else ""
     try:
         r = json.load(open(os.path.join(out, "loss.json")))
     except Exception:
         r = None
-    if "rmmod failed" in rmmod:
-        fail(f"camera loss: rmmod vivid failed in the guest: {rmmod.strip()[:300]}")
+    if "bind failed" in unplug:
+        fail(f"camera loss: could not unbind/bind vivid in the guest: {unplug.strip()[:300]}")
     elif r is None:
         fail(f"camera loss: capture did not survive (rc {rcs.get('loss')}): {err.strip()[-400:]}")
     else:
