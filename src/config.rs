@@ -172,13 +172,23 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Byte span of the value at a dotted key path, if present in the document.
+/// Byte span of the value at a dotted key path, if present in the document. A last part
+/// with an index (`classes[1]`) locates that element of the array.
 fn span_of(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
     let doc = toml::de::DeTable::parse(text).ok()?;
     let mut table = doc.get_ref();
     let parts: Vec<&str> = key.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
-        let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *part)?;
+        let (name, index) = match part.strip_suffix(']').and_then(|p| p.split_once('[')) {
+            Some((name, idx)) => (name, idx.parse::<usize>().ok()),
+            None => (*part, None),
+        };
+        let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == name)?;
+        if let (Some(idx), toml::de::DeValue::Array(items)) = (index, v.get_ref()) {
+            if let Some(item) = items.get(idx) {
+                return Some(item.span());
+            }
+        }
         if i + 1 == parts.len() {
             return Some(v.span().start.min(k.span().start)..v.span().end);
         }
@@ -210,12 +220,19 @@ impl Config {
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
         let de = toml::Deserializer::parse(text).map_err(|e| {
             let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            // Quote the offending line: TOML messages such as "duplicate key" do not name it.
+            let quoted = match text.lines().nth(line.wrapping_sub(1)).map(str::trim) {
+                Some(l) if !l.is_empty() => {
+                    format!(" (in `{}`)", l.chars().take(80).collect::<String>())
+                }
+                _ => String::new(),
+            };
             ConfigErrors(vec![ConfigError {
                 file: file.into(),
                 key: "(syntax)".into(),
                 line,
                 column,
-                message: format!("not valid TOML: {}", e.message().trim()),
+                message: format!("not valid TOML: {}{quoted}", e.message().trim()),
             }])
         })?;
         let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -299,6 +316,13 @@ impl Config {
         let m = &self.model;
         if !m.file.is_empty() {
             match std::fs::File::open(&m.file) {
+                Ok(_) if Path::new(&m.file).is_dir() => bad(
+                    "model.file",
+                    format!(
+                        "expected a readable ONNX file, found {} (a directory)",
+                        m.file
+                    ),
+                ),
                 Ok(_) => {}
                 Err(e) => bad(
                     "model.file",
@@ -488,5 +512,27 @@ mod tests {
         let e = Config::parse("[model]\nthreads = \"two\"\n", "t.toml").unwrap_err();
         assert_eq!(e.0[0].key, "model.threads");
         assert_eq!(e.0[0].line, 2);
+    }
+
+    #[test]
+    fn array_element_errors_point_at_the_element() {
+        let e = Config::parse(
+            "[tracker]\nclasses = [\n  \"person\",\n  \"unicorn\",\n]\n",
+            "t.toml",
+        )
+        .unwrap_err();
+        let e = &e.0[0];
+        assert_eq!(
+            (e.key.as_str(), e.line, e.column),
+            ("tracker.classes[1]", 4, 3)
+        );
+    }
+
+    #[test]
+    fn syntax_errors_quote_the_line() {
+        let e = Config::parse("[model]\nthreshold = 0.5\nthreshold = 0.6\n", "t.toml").unwrap_err();
+        let e = &e.0[0];
+        assert_eq!((e.key.as_str(), e.line), ("(syntax)", 3));
+        assert!(e.message.contains("`threshold = 0.6`"), "{}", e.message);
     }
 }

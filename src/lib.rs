@@ -4,6 +4,7 @@
 //! input (`preprocess`), an INT8 NanoDet run by tract finds objects (`detect`). See
 //! `ARCHITECTURE.md` for the map of the code.
 
+pub mod bench;
 pub mod cli;
 pub mod cli_sources;
 pub mod config;
@@ -17,4 +18,5 @@ pub mod preprocess;
 pub mod service;
 pub mod source;
 pub mod stats;
+pub mod sysinfo;
 pub mod track;

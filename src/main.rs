@@ -25,6 +25,9 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Detect objects in photos (one-shot).
     Detect(cli::detect::DetectArgs),
+    /// Measure the pipeline on the camera or the bundled clip: per-stage times, fps, CPU per
+    /// core, memory; optionally sweep threads, detection interval or model.
+    Bench(cli::bench::BenchArgs),
     /// List V4L2 capture devices with their formats, sizes and frame rates.
     Devices(lookout::cli_sources::DevicesArgs),
     /// Read frames from a source (camera or file) and report what came back.
@@ -58,6 +61,22 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 log::error!(LOOKOUT_EVENT = "fatal"; "{e:#}");
+                ExitCode::from(1)
+            }
+        },
+        Command::Bench(a) => match cli::bench::run(a) {
+            Ok(cli::bench::BenchOutcome::Ok) => ExitCode::SUCCESS,
+            Ok(cli::bench::BenchOutcome::SelfCheckFailed) => {
+                ExitCode::from(cli::bench::EXIT_SELF_CHECK_FAILED)
+            }
+            Err(lookout::bench::BenchError::Config(errs)) => {
+                for e in &errs.0 {
+                    eprintln!("lookout: bad configuration: {e}");
+                }
+                ExitCode::from(EX_CONFIG)
+            }
+            Err(e) => {
+                eprintln!("lookout: {e:#}");
                 ExitCode::from(1)
             }
         },

@@ -117,6 +117,21 @@ pub struct Summary {
     pub end: EndReason,
     /// Which core each thread was pinned to (`None`: not pinned).
     pub core_map: CoreMap,
+    /// CPU time each pipeline thread used, read by the thread itself as it ended.
+    pub thread_cpu: ThreadCpu,
+}
+
+/// CPU time of the three pipeline threads over a run (`CLOCK_THREAD_CPUTIME_ID`, read by each
+/// thread just before it ends: the threads are gone when the caller could look). The model's
+/// matmul pool outlives the run; its threads are named `lookout-mm-N`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadCpu {
+    /// `lookout-capture`.
+    pub capture: Duration,
+    /// `lookout-track`.
+    pub track: Duration,
+    /// `lookout-detect` (preprocessing, the model's own share on this thread, decode + NMS).
+    pub detect: Duration,
 }
 
 /// Errors that end a run.
@@ -245,6 +260,8 @@ struct Shared {
     /// Time in `source.next()` per delivered frame, left here by the capture thread when it
     /// ends (moved into the run's total).
     capture_time: Option<crate::stats::Latency>,
+    /// CPU time of each thread, written by the thread as it ends.
+    thread_cpu: ThreadCpu,
 }
 
 struct Hub {
@@ -289,6 +306,12 @@ pub fn source_options(cfg: &Config, pace: Option<Pacing>) -> SourceOptions {
 
 fn process_cpu_time() -> Duration {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu_time() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
@@ -418,7 +441,10 @@ pub fn run_with(
                 pin(trk_core, "tracking");
                 let r = track_loop(cfg, opts, &h, tracker, writer.as_mut(), labels.as_deref());
                 // Whatever happened, release the other threads.
-                h.lock().shutdown = true;
+                let mut g = h.lock();
+                g.shutdown = true;
+                g.thread_cpu.track = thread_cpu_time();
+                drop(g);
                 h.cv.notify_all();
                 r
             })
@@ -438,6 +464,7 @@ pub fn run_with(
             cpu_time: Duration::ZERO,
             end,
             core_map: core_map.clone(),
+            thread_cpu: ThreadCpu::default(),
         })
     })?;
     let mut summary = summary;
@@ -449,6 +476,7 @@ pub fn run_with(
     if let Some(c) = g.capture_time.take() {
         summary.total.capture.merge(&c);
     }
+    summary.thread_cpu = g.thread_cpu.clone();
     drop(g);
     Ok(summary)
 }
@@ -497,6 +525,7 @@ fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool
     let mut g = hub.lock();
     g.source_done = true;
     g.capture_time = Some(next_time);
+    g.thread_cpu.capture = thread_cpu_time();
     drop(g);
     hub.cv.notify_all();
 }
@@ -510,6 +539,7 @@ fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: preprocess::R
             let mut g = hub.lock();
             loop {
                 if g.shutdown {
+                    g.thread_cpu.detect = thread_cpu_time();
                     return;
                 }
                 if let Some(f) = g.job.take() {

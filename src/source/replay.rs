@@ -475,9 +475,11 @@ impl Y4mStream {
             c if c.starts_with("420") => PixelFormat::Yu12,
             "422" => PixelFormat::Yuv422p,
             "mono" => PixelFormat::Grey,
-            other => return Err(bad(format!(
+            other => {
+                return Err(bad(format!(
                 "Y4M colour space C{other} is not supported (expected C420*, C422 or Cmono, 8-bit)"
-            ))),
+            )))
+            }
         };
         let frame_len = format.frame_len(width, height).unwrap_or(0);
         let data_start = header.len() as u64;

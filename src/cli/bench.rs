@@ -1,0 +1,443 @@
+//! `lookout bench`: runs the real pipeline on the camera or the bundled clip and prints what it
+//! costs — a table for people (over SSH, on the Pi) or one JSON document (`--json`, schema in
+//! `docs/bench-schema.json`).
+//!
+//! Exit status: 0 when measured, 2 when the golden self-check failed (the numbers were
+//! measured on a model that computes something else), 78 for a bad configuration, 1 for any
+//! other failure.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::bench::{
+    self, BenchError, BenchReport, BenchSettings, CheckStatus, Limit, Progress, Sweep,
+};
+
+/// Exit status when the self-check failed.
+pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
+
+/// Arguments of `lookout bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Configuration file (TOML). Without it: built-in defaults (bundled demo clip, embedded model).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/ or `demo` (overrides the configuration).
+    /// Files loop and play as fast as possible; a camera runs at its own rate.
+    #[arg(long, value_name = "SPEC")]
+    pub source: Option<String>,
+    /// Run for this many seconds (each row of a sweep). Default: 20 s, 8 s per sweep row.
+    #[arg(long, value_name = "S", conflicts_with = "frames")]
+    pub seconds: Option<f64>,
+    /// Run until this many frames were processed (each row of a sweep). Files play as fast as
+    /// possible and the tracker handles ~100 fps, so a few dozen frames last well under a
+    /// second and may see a single model run: use --seconds for model statistics.
+    #[arg(long, value_name = "N")]
+    pub frames: Option<u64>,
+    /// Print one JSON document (schema: docs/bench-schema.json) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Repeat the run over model threads (1..=cores), detection intervals (1,2,3,5,10) or every
+    /// .onnx file in the models directory, and recommend a setting.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub sweep: Option<Sweep>,
+    /// Run the detector every N frames (overrides `pipeline.detect_every`).
+    #[arg(long, value_name = "N")]
+    pub detect_every: Option<u32>,
+    /// ONNX model file (overrides `model.file`).
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+    /// Write one JSON line per processed frame (tracks) to FILE, as `lookout run` does.
+    #[arg(long, value_name = "FILE")]
+    pub tracks_out: Option<PathBuf>,
+    /// Threads for the model's matrix products (overrides `model.threads`).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Time the model alone (no pipeline) on the golden photos, RUNS timed runs per photo —
+    /// what scripts/peer_compare.py compares with onnxruntime.
+    #[arg(long, value_name = "RUNS")]
+    pub inference_only: Option<usize>,
+}
+
+impl BenchArgs {
+    /// The library's settings for these arguments.
+    pub fn settings(&self) -> BenchSettings {
+        BenchSettings {
+            config_file: self.config.clone(),
+            source: self.source.clone(),
+            limit: match (self.frames, self.seconds) {
+                (Some(f), _) => Some(Limit::Frames(f)),
+                (None, Some(s)) => Some(Limit::Seconds(s)),
+                (None, None) => None,
+            },
+            sweep: self.sweep,
+            detect_every: self.detect_every,
+            model: self.model.clone(),
+            tracks_out: self.tracks_out.clone(),
+            threads: self.threads,
+            inference_only: self.inference_only,
+        }
+    }
+}
+
+/// How `bench` ended.
+#[derive(Debug)]
+pub enum BenchOutcome {
+    /// Measured and self-checked (or no golden data): exit 0.
+    Ok,
+    /// Measured, but the self-check failed: exit 2.
+    SelfCheckFailed,
+}
+
+/// A spinner on stderr, only when stderr is a terminal.
+struct Spinner {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Spinner {
+    fn new() -> Spinner {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            {
+                b.set_style(style);
+            }
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        Spinner { bar }
+    }
+}
+
+impl Progress for Spinner {
+    fn phase(&mut self, message: &str) {
+        if let Some(b) = &self.bar {
+            b.set_message(message.to_string());
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Runs the subcommand and prints the report on stdout.
+pub fn run(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
+    let report = {
+        let mut spinner = Spinner::new();
+        bench::run(&args.settings(), &mut spinner)?
+    };
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| BenchError::Usage(format!("cannot render the report as JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_table(&report));
+    }
+    if report.self_check.status == CheckStatus::Failed {
+        eprintln!(
+            "lookout bench: SELF-CHECK FAILED — the model does not reproduce the golden outputs; the numbers above are not trustworthy (exit status {EXIT_SELF_CHECK_FAILED})"
+        );
+        return Ok(BenchOutcome::SelfCheckFailed);
+    }
+    Ok(BenchOutcome::Ok)
+}
+
+fn opt<T: std::fmt::Display>(o: &Option<T>) -> String {
+    o.as_ref().map_or("?".to_string(), |v| v.to_string())
+}
+
+/// The report as text tables.
+pub fn render_table(r: &BenchReport) -> String {
+    let mut o = String::new();
+    let s = &r.settings;
+    let sys = &r.system;
+    let i = &sys.info;
+    let limit = match s.limit {
+        Limit::Frames(f) => format!("{f} frames"),
+        Limit::Seconds(x) => format!("{x} s"),
+    };
+    if r.inference.is_some() {
+        let _ = writeln!(
+            o,
+            "lookout bench {} — the model alone on the golden photos (no pipeline)",
+            r.lookout_version
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "lookout bench {} — source {} ({}), {limit}{}",
+            r.lookout_version,
+            s.source,
+            s.pacing,
+            if r.runs.len() > 1 { " per row" } else { "" }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "system: {} | {} × {} ({}) | kernel {} | {} | glibc {}",
+        i.board.as_deref().unwrap_or("board unknown"),
+        i.cpu_model,
+        i.cores,
+        i.arch,
+        opt(&i.kernel),
+        i.os.as_deref().unwrap_or("OS unknown"),
+        opt(&i.glibc)
+    );
+    let _ = writeln!(
+        o,
+        "tract kernels: {} | dot product: {} | features: {}",
+        i.matmul_kernel,
+        if i.dotprod { "yes" } else { "no" },
+        if i.cpu_features.is_empty() {
+            "-".to_string()
+        } else {
+            i.cpu_features.join(" ")
+        }
+    );
+    let t = |x: Option<f64>, unit: &str| x.map_or("?".to_string(), |v| format!("{v:.1} {unit}"));
+    let _ = writeln!(
+        o,
+        "thermal: {} → {}, CPU0 clock {} → {}, throttling: {}",
+        t(sys.thermal_before.temp_c, "°C"),
+        t(sys.thermal_after.temp_c, "°C"),
+        t(sys.thermal_before.cpu_mhz, "MHz"),
+        t(sys.thermal_after.cpu_mhz, "MHz"),
+        match (&sys.thermal_before.throttled, &sys.thermal_after.throttled) {
+            (Some(b), Some(a)) if sys.throttled_during_bench => format!(
+                "YES during the bench ({b} → {a}: {}) — figures are lower than the machine can do",
+                sys.thermal_after.throttled_flags.join(", ")
+            ),
+            (Some(b), Some(a)) => format!("none ({b} → {a})"),
+            _ => "unknown (no vcgencmd)".to_string(),
+        }
+    );
+    let sc = &r.self_check;
+    match sc.status {
+        CheckStatus::Skipped if sc.golden_dir.is_none() => {
+            let _ = writeln!(
+                o,
+                "{}",
+                sc.reason
+                    .as_deref()
+                    .unwrap_or("self-check skipped: no golden data")
+            );
+        }
+        status => {
+            for m in &sc.models {
+                let ok = m.images.iter().filter(|x| x.ok).count();
+                let _ = writeln!(
+                    o,
+                    "self-check {}: {} ({}/{} photos{}){}",
+                    match m.status {
+                        CheckStatus::Passed => "passed",
+                        CheckStatus::Failed => "FAILED",
+                        CheckStatus::Skipped => "skipped",
+                    },
+                    m.golden_key,
+                    ok,
+                    m.images.len(),
+                    m.images
+                        .iter()
+                        .filter_map(|x| x.max_abs_diff)
+                        .fold(None, |a: Option<f32>, d| Some(a.map_or(d, |a| a.max(d))))
+                        .map_or(String::new(), |d| format!(", raw max |Δ| {d:.1e}")),
+                    m.reason
+                        .as_deref()
+                        .map_or(String::new(), |r| format!(": {r}"))
+                );
+            }
+            if status == CheckStatus::Failed {
+                let _ = writeln!(
+                    o,
+                    "!!! SELF-CHECK FAILED: a model does not reproduce the golden outputs in {} — the numbers below are NOT trustworthy",
+                    opt(&sc.golden_dir)
+                );
+            }
+        }
+    }
+    for run in &r.runs {
+        o.push('\n');
+        render_run(&mut o, run, r.runs.len() > 1);
+    }
+    if r.runs.len() > 1 {
+        o.push('\n');
+        let _ = writeln!(
+            o,
+            "{:<34} {:>8} {:>9} {:>10} {:>8} {:>11} {:>6}",
+            "setting", "fps", "detect/s", "model p50", "CPU %", "proj. CPU %", "keeps"
+        );
+        for run in &r.runs {
+            let model = run
+                .stages
+                .iter()
+                .find(|s| s.name == "model")
+                .map_or(0.0, |s| s.p50_ms);
+            let _ = writeln!(
+                o,
+                "{:<34} {:>8.1} {:>9.2} {:>7.1} ms {:>8.1} {:>11.1} {:>6}",
+                run.setting,
+                run.fps,
+                run.detect_fps,
+                model,
+                run.cpu.utilisation_pct,
+                run.keep_up.projected_cpu_pct,
+                if run.keep_up.keeps_up { "yes" } else { "no" }
+            );
+        }
+        let _ = writeln!(
+            o,
+            "(CPU % = process CPU ÷ wall ÷ cores while running as fast as possible; proj. CPU % = one core's % needed at {} fps)",
+            r.settings.target_fps
+        );
+    }
+    if let Some(inf) = &r.inference {
+        let m = &inf.model;
+        let _ = writeln!(
+            o,
+            "\nmodel alone: {}, {}, {}x{}, {} thread(s), load+optimize {:.0} ms, {} runs per photo",
+            m.name, m.datum, m.input_w, m.input_h, m.threads, m.load_time_ms, inf.runs_per_image
+        );
+        for i in &inf.images {
+            let top = i.detections.first().map_or("nothing".to_string(), |d| {
+                format!("{} {:.2}", d.label, d.score)
+            });
+            let _ = writeln!(
+                o,
+                "  {:<12} median {:>8.2} ms  fastest {:>8.2} ms  top: {top}",
+                i.image, i.median_ms, i.min_ms
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  all photos   median {:>8.2} ms  fastest {:>8.2} ms",
+            inf.median_ms, inf.min_ms
+        );
+    }
+    if let Some(rec) = &r.recommendation {
+        let _ = writeln!(o, "{}", rec.text);
+    }
+    let _ = writeln!(
+        o,
+        "peak RSS {} | total {:.1} s{}",
+        r.peak_rss_kib
+            .map_or("?".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
+        r.total_s,
+        if r.trustworthy {
+            ""
+        } else {
+            " | NOT TRUSTWORTHY (see above)"
+        }
+    );
+    o
+}
+
+fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
+    let m = &run.model;
+    if titled {
+        let _ = writeln!(o, "── {} ──", run.setting);
+    }
+    let _ = writeln!(
+        o,
+        "model: {}, {}, {}x{}, {} thread(s), load+optimize {:.0} ms | detect every {} | {} | {} ({:.1} s)",
+        m.name, m.datum, m.input_w, m.input_h, m.threads, m.load_time_ms, run.detect_every,
+        run.core_map.describe(), run.end, run.wall_s
+    );
+    let _ = writeln!(
+        o,
+        "{:<38} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "stage", "p50 ms", "p95 ms", "max ms", "count", "CPU share"
+    );
+    for s in &run.stages {
+        let _ = writeln!(
+            o,
+            "{:<38} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>10}",
+            s.what,
+            s.p50_ms,
+            s.p95_ms,
+            s.max_ms,
+            s.count,
+            s.cpu_share_pct
+                .map_or("(in above)".to_string(), |p| format!("{p:.1}%"))
+        );
+    }
+    let f = &run.frames;
+    let _ = writeln!(
+        o,
+        "end to end: {:.1} fps processed, {:.2} detections/s, source delivered {:.1} fps ({} captured, {} dropped, {} detections skipped while busy), frame age {:.1} ms p50 / {:.1} ms p95",
+        run.fps, run.detect_fps, run.capture_fps, f.captured, f.dropped, f.detect_skipped,
+        run.frame_age.p50_ms, run.frame_age.p95_ms
+    );
+    let c = &run.cpu;
+    let threads: Vec<String> = c
+        .threads
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {:.0}%{}",
+                t.name.trim_start_matches("lookout-"),
+                t.pct_of_core,
+                t.core.map_or(String::new(), |c| format!(" @{c}"))
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "CPU: {:.2} cores busy ({:.0}% of the machine); threads: {}",
+        c.cores_busy,
+        c.utilisation_pct,
+        threads.join(", ")
+    );
+    if !c.per_core.is_empty() {
+        let cores: Vec<String> = c
+            .per_core
+            .iter()
+            .map(|k| {
+                format!(
+                    "core {} ({}) {:.0}%",
+                    k.core,
+                    k.threads
+                        .iter()
+                        .map(|t| t.trim_start_matches("lookout-"))
+                        .collect::<Vec<_>>()
+                        .join("+"),
+                    k.pct
+                )
+            })
+            .collect();
+        let _ = writeln!(o, "pinned cores: {}", cores.join(", "));
+    }
+    if !c.system_per_core_pct.is_empty() {
+        let all: Vec<String> = c
+            .system_per_core_pct
+            .iter()
+            .map(|p| format!("{p:.0}%"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "whole machine per core (all processes): {}",
+            all.join(" ")
+        );
+    }
+    let k = &run.keep_up;
+    let _ = writeln!(
+        o,
+        "keeps up with {} fps: {} (detector {:.1}/s, needs {:.1}/s; tracker {:.0} fps); projected CPU at {} fps ≈ {:.0}% of one core",
+        k.target_fps,
+        if k.keeps_up { "yes" } else { "NO" },
+        k.detect_capacity_fps,
+        k.needed_detect_fps,
+        k.track_capacity_fps,
+        k.target_fps,
+        k.projected_cpu_pct
+    );
+}

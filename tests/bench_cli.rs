@@ -1,0 +1,344 @@
+//! `lookout bench` end to end: the JSON document validates against `docs/bench-schema.json`,
+//! a sweep prints its rows and a recommendation, and a corrupted golden file makes the
+//! self-check fail with exit status 2. Runs are a few dozen frames: no timing is asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+fn bench(args: &[&str], golden: Option<&Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
+    cmd.arg("bench").args(args).current_dir(repo(""));
+    match golden {
+        Some(g) => cmd.env("LOOKOUT_GOLDEN_DIR", g),
+        None => cmd.env_remove("LOOKOUT_GOLDEN_DIR"),
+    };
+    cmd.output().expect("run lookout bench")
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+// ── a small validator for the subset of JSON Schema (2020-12) that bench-schema.json uses ──
+
+const KNOWN: [&str; 19] = [
+    "$schema",
+    "$id",
+    "$defs",
+    "$ref",
+    "title",
+    "description",
+    "type",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "enum",
+    "const",
+    "oneOf",
+    "minimum",
+    "exclusiveMinimum",
+    "default",
+];
+
+fn type_ok(v: &Value, t: &str) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        "number" => v.is_number(),
+        "integer" => v.is_u64() || v.is_i64(),
+        other => panic!("schema uses unknown type {other}"),
+    }
+}
+
+fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errs: &mut Vec<String>) {
+    let Some(s) = schema.as_object() else {
+        panic!("schema at {path} is not an object");
+    };
+    for k in s.keys() {
+        assert!(
+            KNOWN.contains(&k.as_str()),
+            "the test validator does not know keyword {k}"
+        );
+    }
+    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+        let name = r
+            .strip_prefix("#/$defs/")
+            .expect("only #/$defs/ references");
+        validate(root, &root["$defs"][name], v, path, errs);
+    }
+    if let Some(t) = s.get("type") {
+        let ok = match t {
+            Value::String(t) => type_ok(v, t),
+            Value::Array(ts) => ts.iter().any(|t| type_ok(v, t.as_str().unwrap_or("?"))),
+            _ => panic!("bad type at {path}"),
+        };
+        if !ok {
+            errs.push(format!("{path}: {v} is not of type {t}"));
+            return;
+        }
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array) {
+        if !e.contains(v) {
+            errs.push(format!("{path}: {v} not in {e:?}"));
+        }
+    }
+    if let Some(c) = s.get("const") {
+        if c != v {
+            errs.push(format!("{path}: {v} != {c}"));
+        }
+    }
+    if let Some(n) = v.as_f64() {
+        if s.get("minimum")
+            .and_then(Value::as_f64)
+            .is_some_and(|m| n < m)
+        {
+            errs.push(format!("{path}: {n} below minimum"));
+        }
+        if s.get("exclusiveMinimum")
+            .and_then(Value::as_f64)
+            .is_some_and(|m| n <= m)
+        {
+            errs.push(format!("{path}: {n} not above exclusiveMinimum"));
+        }
+    }
+    if let Some(alts) = s.get("oneOf").and_then(Value::as_array) {
+        let matching = alts
+            .iter()
+            .filter(|a| {
+                let mut e = Vec::new();
+                validate(root, a, v, path, &mut e);
+                e.is_empty()
+            })
+            .count();
+        if matching != 1 {
+            errs.push(format!(
+                "{path}: {v} matches {matching} of oneOf, expected exactly 1"
+            ));
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let r = r.as_str().unwrap_or("?");
+            if !obj.contains_key(r) {
+                errs.push(format!("{path}: missing required key {r}"));
+            }
+        }
+        let props = s.get("properties").and_then(Value::as_object);
+        for (k, x) in obj {
+            match props.and_then(|p| p.get(k)) {
+                Some(ps) => validate(root, ps, x, &format!("{path}.{k}"), errs),
+                None if s.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                    errs.push(format!("{path}: unexpected key {k}"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let Some(arr) = v.as_array() {
+        if let Some(m) = s.get("minItems").and_then(Value::as_u64) {
+            if (arr.len() as u64) < m {
+                errs.push(format!("{path}: {} items < {m}", arr.len()));
+            }
+        }
+        if let Some(m) = s.get("maxItems").and_then(Value::as_u64) {
+            if (arr.len() as u64) > m {
+                errs.push(format!("{path}: {} items > {m}", arr.len()));
+            }
+        }
+        if let Some(items) = s.get("items") {
+            for (i, x) in arr.iter().enumerate() {
+                validate(root, items, x, &format!("{path}[{i}]"), errs);
+            }
+        }
+    }
+}
+
+fn schema_errors(doc: &Value) -> Vec<String> {
+    let schema: Value =
+        serde_json::from_slice(&std::fs::read(repo("docs/bench-schema.json")).unwrap()).unwrap();
+    let mut errs = Vec::new();
+    validate(&schema, &schema, doc, "$", &mut errs);
+    errs
+}
+
+#[test]
+fn the_validator_catches_a_missing_key_and_a_wrong_type() {
+    let out = serde_json::json!({"schema": "lookout-bench/1", "trustworthy": "yes"});
+    let errs = schema_errors(&out);
+    assert!(
+        errs.iter().any(|e| e.contains("missing required key runs")),
+        "{errs:?}"
+    );
+    assert!(errs.iter().any(|e| e.contains("$.trustworthy")), "{errs:?}");
+}
+
+#[test]
+fn frames_40_json_is_one_document_that_validates() {
+    let out = bench(&["--frames", "40", "--json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    let errs = schema_errors(&doc);
+    assert!(errs.is_empty(), "schema violations: {errs:#?}");
+    assert_eq!(
+        doc["self_check"]["status"], "passed",
+        "{}",
+        doc["self_check"]
+    );
+    assert_eq!(doc["settings"]["limit"]["frames"], 40);
+    assert_eq!(doc["settings"]["source"], "demo");
+    let run = &doc["runs"][0];
+    assert!(run["frames"]["processed"].as_u64().unwrap() >= 40, "{run}");
+    assert!(run["model"]["load_time_ms"].as_f64().unwrap() > 0.0);
+    let stages: Vec<&str> = run["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "capture",
+            "track",
+            "gray",
+            "preprocess",
+            "model",
+            "postprocess"
+        ]
+    );
+    let threads: Vec<&str> = run["cpu"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(threads.starts_with(&["lookout-capture", "lookout-track", "lookout-detect"]));
+    assert!(doc["peak_rss_kib"].as_u64().unwrap() > 0);
+    assert!(doc["system"]["cores"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn a_sweep_prints_one_row_per_setting_and_a_recommendation() {
+    let out = bench(&["--sweep", "detect-every", "--frames", "15"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in [1, 2, 3, 5, 10] {
+        let row = format!("detect_every={n} ");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&row)),
+            "no summary row for {row}:\n{stdout}"
+        );
+    }
+    let last = stdout
+        .lines()
+        .find(|l| l.starts_with("recommended: ") || l.starts_with("no setting keeps up"));
+    assert!(last.is_some(), "no recommendation:\n{stdout}");
+    assert!(stdout.contains("self-check passed"), "{stdout}");
+}
+
+fn copy_golden(tag: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("lookout-golden-{tag}"))
+        .tempdir()
+        .unwrap();
+    for e in std::fs::read_dir(repo("models/golden")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_corrupted_golden_output_fails_the_self_check_with_status_2() {
+    let dir = copy_golden("corrupt");
+    let path = dir.path().join("detections.json");
+    let mut all: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // The default model's top detection on the astronaut becomes a cat.
+    all["nanodet-g-416-int8.onnx"]["astronaut"][0]["class_id"] = Value::from(15);
+    std::fs::write(&path, serde_json::to_vec(&all).unwrap()).unwrap();
+
+    let out = bench(&["--frames", "10", "--json"], Some(dir.path()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("SELF-CHECK FAILED"), "{stderr}");
+    let doc = json_of(&out);
+    assert!(schema_errors(&doc).is_empty());
+    assert_eq!(doc["self_check"]["status"], "failed");
+    assert_eq!(doc["trustworthy"], false);
+    let m = &doc["self_check"]["models"][0];
+    assert!(
+        m["reason"].as_str().unwrap().contains("astronaut"),
+        "the failing photo is named: {m}"
+    );
+    // The table says so too.
+    let out = bench(&["--frames", "10"], Some(dir.path()));
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("NOT trustworthy"), "{stdout}");
+}
+
+#[test]
+fn no_golden_data_skips_the_self_check_without_failing() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = bench(&["--frames", "10"], Some(empty.path()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("self-check skipped: no golden data"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    let out = bench(
+        &["--source", "/nonexistent/clip.mjpeg", "--frames", "5"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/clip.mjpeg"));
+    let out = bench(
+        &["--sweep", "threads", "--tracks-out", "/tmp/x.jsonl"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tracks-out"));
+}

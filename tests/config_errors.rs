@@ -1,0 +1,368 @@
+//! Bad configurations are refused the same way by `lookout check-config FILE` and
+//! `lookout run --config FILE`: exit status 78 (EX_CONFIG, so the unit's
+//! `RestartPreventExitStatus=78` does not restart-loop on a typo) and a message that names the
+//! key and, where the key is in the file, its line (`FILE:LINE:COL: KEY: message`).
+//!
+//! Also: the shipped `systemd/lookout.toml` validates (with its camera replaced by the demo clip
+//! on machines without one), documents every key, and departs from the built-in defaults only
+//! where it says so.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EX_CONFIG: i32 = 78;
+
+/// One malformed configuration.
+struct Case {
+    /// What is wrong (for failure messages).
+    name: &'static str,
+    /// The file's text; `{tmp}` is replaced by a scratch directory that exists.
+    toml: &'static str,
+    /// The key the error must name (`(syntax)` for broken TOML).
+    key: &'static str,
+    /// The line it must name (None: not checked).
+    line: Option<usize>,
+    /// Text the message must also contain (what was expected / found).
+    says: &'static str,
+}
+
+const fn case(
+    name: &'static str,
+    toml: &'static str,
+    key: &'static str,
+    line: Option<usize>,
+    says: &'static str,
+) -> Case {
+    Case {
+        name,
+        toml,
+        key,
+        line,
+        says,
+    }
+}
+
+#[rustfmt::skip]
+const CASES: &[Case] = &[
+    // --- broken TOML ---------------------------------------------------------------------
+    case("unclosed table header", "[source\nspec = \"demo\"\n", "(syntax)", Some(1), "not valid TOML"),
+    case("unterminated string", "[source]\nspec = \"demo\n", "(syntax)", Some(2), "not valid TOML"),
+    case("duplicate key", "[model]\nthreshold = 0.5\nthreshold = 0.6\n", "(syntax)", Some(3), "threshold = 0.6"),
+    case("value without a key", "[pipeline]\n= 5\n", "(syntax)", Some(2), "not valid TOML"),
+    case("bare word value", "[source]\nspec = demo\n", "(syntax)", Some(2), "spec = demo"),
+    case("duplicate table", "[model]\nthreads = 1\n[model]\nthreads = 2\n", "(syntax)", Some(3), "not valid TOML"),
+    // --- unknown keys, at every level ----------------------------------------------------
+    case("unknown section", "[camera]\ndevice = \"/dev/video0\"\n", "camera", Some(1), "unknown field"),
+    case("unknown key in [source]", "[source]\nspec = \"demo\"\ndevice = \"/dev/video0\"\n", "source.device", Some(3), "unknown field"),
+    case("unknown key in [model]", "[model]\nthreshhold = 0.5\n", "model.threshhold", Some(2), "unknown field"),
+    case("unknown key in [pipeline]", "[pipeline]\n\ndetect_evry = 3\n", "pipeline.detect_evry", Some(3), "unknown field"),
+    case("unknown key in [tracker]", "[tracker]\niou = 0.5\n", "tracker.iou", Some(2), "unknown field"),
+    case("unknown key in [tracker.visual]", "[tracker.visual]\nradius = 3\n", "tracker.visual.radius", Some(2), "search_radius"),
+    case("unknown key in [tracker.kalman]", "[tracker.kalman]\nnoise = 0.1\n", "tracker.kalman.noise", Some(2), "unknown field"),
+    case("unknown key in [output]", "[output]\nformat = \"json\"\n", "output.format", Some(2), "unknown field"),
+    // --- wrong types ---------------------------------------------------------------------
+    case("section given as a string", "source = \"demo\"\n", "source", Some(1), "expected struct"),
+    case("width as a string", "[source]\nwidth = \"640\"\n", "source.width", Some(2), "invalid type"),
+    case("loop as an integer", "[source]\nloop = 1\n", "source.loop", Some(2), "invalid type"),
+    case("threshold as a word", "[model]\nthreshold = \"high\"\n", "model.threshold", Some(2), "invalid type"),
+    case("input_size as one number", "[model]\ninput_size = 416\n", "model.input_size", Some(2), "invalid type"),
+    case("resize not a known mode", "[model]\nresize = \"crop\"\n", "model.resize", Some(2), "letterbox"),
+    case("pin_threads as a string", "[pipeline]\npin_threads = \"yes\"\n", "pipeline.pin_threads", Some(2), "invalid type"),
+    case("confirm_hits fractional", "[tracker]\nconfirm_hits = 2.5\n", "tracker.confirm_hits", Some(2), "invalid type"),
+    case("labels as a string", "[output]\nlabels = \"person\"\n", "output.labels", Some(2), "invalid type"),
+    // --- out of range --------------------------------------------------------------------
+    case("negative fps", "[source]\nfps = -1\n", "source.fps", Some(2), "-1"),
+    case("fps too high", "[source]\nfps = 5000\n", "source.fps", Some(2), "found 5000"),
+    case("width without height", "[source]\nwidth = 640\nheight = 0\n", "source.width", Some(2), "640x0"),
+    case("FourCC of 3 characters", "[source]\nformat = \"YUV\"\n", "source.format", Some(2), "FourCC"),
+    case("threshold above 1", "[model]\nthreshold = 1.5\n", "model.threshold", Some(2), "found 1.5"),
+    case("iou_threshold zero", "[model]\niou_threshold = 0.0\n", "model.iou_threshold", Some(2), "found 0"),
+    case("max_detections zero", "[model]\nmax_detections = 0\n", "model.max_detections", Some(2), "found 0"),
+    case("threads zero", "[model]\nthreads = 0\n", "model.threads", Some(2), "found 0"),
+    case("input_size not multiple of 32", "[model]\ninput_size = [416, 400]\n", "model.input_size", Some(2), "multiples of 32"),
+    case("detect_every zero", "[pipeline]\ndetect_every = 0\n", "pipeline.detect_every", Some(2), "found 0"),
+    case("stats_interval too short", "[pipeline]\nstats_interval = 0.1\n", "pipeline.stats_interval", Some(2), "found 0.1"),
+    case("stats_interval NaN", "[pipeline]\nstats_interval = nan\n", "pipeline.stats_interval", Some(2), "NaN"),
+    case("track_width tiny", "[pipeline]\ntrack_width = 8\n", "pipeline.track_width", Some(2), "found 8"),
+    case("tracker iou above 1", "[tracker]\niou_threshold = 1.5\n", "tracker.iou_threshold", Some(2), "1.5"),
+    case("tracker min_visible above 1", "[tracker]\nmin_visible = 2.0\n", "tracker.min_visible", Some(2), "got 2"),
+    case("even patch size", "[tracker.visual]\npatch_size = 8\n", "tracker.visual.patch_size", Some(2), "odd"),
+    case("grid too large", "[tracker.visual]\ngrid = 11\n", "tracker.visual.grid", Some(2), "got 11"),
+    case("kalman noise zero", "[tracker.kalman]\ndetection_noise = 0.0\n", "tracker.kalman.detection_noise", Some(2), "got 0"),
+    // --- bad core numbers ----------------------------------------------------------------
+    case("capture_core negative", "[pipeline]\ncapture_core = -1\n", "pipeline.capture_core", Some(2), "-1"),
+    case("capture_core beyond the machine", "[pipeline]\ncapture_core = 999\n", "pipeline.capture_core", Some(2), "found 999"),
+    case("track_core beyond the machine", "[pipeline]\ntrack_core = 999\n", "pipeline.track_core", Some(2), "found 999"),
+    case("detect_cores beyond the machine", "[pipeline]\ndetect_cores = [0, 999]\n", "pipeline.detect_cores", Some(2), "found 999"),
+    // --- bad labels ----------------------------------------------------------------------
+    case("unknown output label", "[output]\nlabels = [\"person\", \"persn\"]\n", "output.labels", Some(2), "persn"),
+    case("unknown tracker class", "[tracker]\nclasses = [\n  \"car\",\n  \"unicorn\",\n]\n", "tracker.classes[1]", Some(4), "unicorn"),
+    // --- things that do not exist --------------------------------------------------------
+    case("missing camera", "[source]\nspec = \"/dev/video99\"\n", "source.spec", Some(2), "no such device"),
+    case("missing clip", "[source]\nspec = \"{tmp}/no-such-clip.mjpeg\"\n", "source.spec", Some(2), "not found"),
+    case("empty source", "[source]\nspec = \"  \"\n", "source.spec", Some(2), "empty"),
+    case("missing model file", "[model]\nfile = \"{tmp}/no-such-model.onnx\"\n", "model.file", Some(2), "no-such-model.onnx"),
+    case("model file is a directory", "[model]\nfile = \"{tmp}\"\n", "model.file", Some(2), "directory"),
+    case("tracks file in a missing directory", "[output]\ntracks_file = \"{tmp}/no-such-dir/tracks.jsonl\"\n", "output.tracks_file", Some(2), "existing directory"),
+];
+
+fn lookout() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lookout"));
+    // Never talk to a journal or a service manager from a test, whatever the environment.
+    c.env_remove("JOURNAL_STREAM").env_remove("NOTIFY_SOCKET");
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap_or_else(|e| panic!("cannot write {}: {e}", p.display()));
+    p
+}
+
+/// Checks one bad file with one command; returns a description of what went wrong, if anything.
+fn check_refusal(c: &Case, file: &Path, how: &str, out: &Output) -> Option<String> {
+    let all = text(out);
+    let mut wrong = Vec::new();
+    if out.status.code() != Some(EX_CONFIG) {
+        wrong.push(format!(
+            "exit status {:?}, expected {EX_CONFIG}",
+            out.status.code()
+        ));
+    }
+    let located = match c.line {
+        Some(l) => format!("{}:{l}:", file.display()),
+        None => format!("{}:", file.display()),
+    };
+    let line_ok = all.lines().any(|l| {
+        l.contains(&located) && l.contains(&format!(": {}: ", c.key)) && l.contains(c.says)
+    });
+    if !line_ok {
+        wrong.push(format!(
+            "no line naming `{located}<col>: {}: …{}…`",
+            c.key, c.says
+        ));
+    }
+    if wrong.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "[{}] `{how}`: {}\n--- output ---\n{all}",
+            c.name,
+            wrong.join("; ")
+        ))
+    }
+}
+
+#[test]
+fn malformed_configs_are_refused_with_the_key_and_line() {
+    assert!(
+        CASES.len() >= 30,
+        "keep at least 30 malformed configurations"
+    );
+    let dir = scratch();
+    let tmp = dir.path().to_str().expect("temporary path is UTF-8");
+    let mut failures = Vec::new();
+    for (i, c) in CASES.iter().enumerate() {
+        let file = write(
+            dir.path(),
+            &format!("case{i:02}.toml"),
+            &c.toml.replace("{tmp}", tmp),
+        );
+        let out = lookout()
+            .arg("check-config")
+            .arg(&file)
+            .output()
+            .expect("runs lookout check-config");
+        if let Some(f) = check_refusal(c, &file, "check-config", &out) {
+            failures.push(f);
+        }
+        if !out.stdout.is_empty() {
+            failures.push(format!(
+                "[{}] check-config printed a configuration for an invalid file:\n{}",
+                c.name,
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        let out = lookout()
+            .args(["run", "--config"])
+            .arg(&file)
+            .output()
+            .expect("runs lookout run");
+        if let Some(f) = check_refusal(c, &file, "run --config", &out) {
+            failures.push(f);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} checks failed:\n\n{}",
+        failures.len(),
+        CASES.len() * 2,
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn every_problem_in_a_file_is_reported() {
+    let dir = scratch();
+    let file = write(
+        dir.path(),
+        "several.toml",
+        "[model]\nthreshold = 2.0\nthreads = 0\n\n[pipeline]\ndetect_every = 0\n",
+    );
+    let out = lookout().arg("check-config").arg(&file).output().unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(EX_CONFIG), "{all}");
+    let f = file.display();
+    for want in [
+        format!("{f}:2:1: model.threshold:"),
+        format!("{f}:3:1: model.threads:"),
+        format!("{f}:6:1: pipeline.detect_every:"),
+    ] {
+        assert!(all.contains(&want), "missing `{want}` in:\n{all}");
+    }
+}
+
+#[test]
+fn a_missing_config_file_is_a_config_error() {
+    let dir = scratch();
+    let file = dir.path().join("absent.toml");
+    for args in [vec!["check-config"], vec!["run", "--config"]] {
+        let out = lookout().args(&args).arg(&file).output().unwrap();
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(EX_CONFIG), "{args:?}: {all}");
+        assert!(
+            all.contains("absent.toml") && all.contains("cannot read the configuration file"),
+            "{args:?}: {all}"
+        );
+    }
+}
+
+fn shipped_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/lookout.toml")
+}
+
+fn shipped_text() -> String {
+    let p = shipped_path();
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
+}
+
+/// The shipped file with its camera replaced by the bundled clip, so it validates anywhere.
+fn shipped_on_demo() -> String {
+    let text = shipped_text();
+    let camera = "spec = \"/dev/video0\"";
+    assert_eq!(
+        text.lines().filter(|l| l.trim() == camera).count(),
+        1,
+        "systemd/lookout.toml must name the camera exactly once as `{camera}`"
+    );
+    text.replace(camera, "spec = \"demo\"")
+}
+
+#[test]
+fn shipped_config_validates_and_check_config_prints_the_effective_config() {
+    let dir = scratch();
+    let file = write(dir.path(), "lookout.toml", &shipped_on_demo());
+    let out = lookout().arg("check-config").arg(&file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        stdout.contains("valid; effective configuration"),
+        "{stdout}"
+    );
+    // The effective configuration is itself a valid configuration with the same values.
+    let body: String = stdout.lines().skip(1).collect::<Vec<_>>().join("\n");
+    let printed =
+        lookout::config::Config::parse(&body, "printed").unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let shipped = lookout::config::Config::parse(&shipped_on_demo(), "shipped").unwrap();
+    assert_eq!(printed, shipped);
+    for want in [
+        "[source]",
+        "spec = \"demo\"",
+        "fps = 10",
+        "[tracker.kalman]",
+        "[output]",
+    ] {
+        assert!(stdout.contains(want), "missing `{want}` in:\n{stdout}");
+    }
+}
+
+#[test]
+fn shipped_config_names_the_camera_and_fails_cleanly_without_one() {
+    let p = shipped_path();
+    let out = lookout().arg("check-config").arg(&p).output().unwrap();
+    let all = text(&out);
+    if Path::new("/dev/video0").exists() {
+        assert_eq!(out.status.code(), Some(0), "{all}");
+    } else {
+        assert_eq!(out.status.code(), Some(EX_CONFIG), "{all}");
+        assert!(
+            all.contains("source.spec") && all.contains("/dev/video0 (no such device)"),
+            "{all}"
+        );
+    }
+}
+
+#[test]
+fn shipped_config_departs_from_defaults_only_where_it_says_so() {
+    use lookout::config::Config;
+    let shipped = Config::parse(&shipped_on_demo(), "shipped").unwrap();
+    let mut expected = Config::default();
+    // The `shipped:` notes in the file: the camera (here replaced by the demo) and 10 fps.
+    expected.source.spec = "demo".into();
+    expected.source.fps = 10;
+    assert_eq!(
+        shipped, expected,
+        "systemd/lookout.toml sets a value that differs from the built-in default without a `shipped:` note; update the file's comments and this test together"
+    );
+}
+
+#[test]
+fn shipped_config_mentions_every_key() {
+    let text = shipped_text();
+    let mut cfg = lookout::config::Config::default();
+    // Optional keys are absent from the rendered defaults; give them values to list them.
+    cfg.pipeline.capture_core = Some(0);
+    cfg.pipeline.track_core = Some(0);
+    let mut section = String::new();
+    let mut missing = Vec::new();
+    for line in cfg.to_toml().lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.to_string();
+            continue;
+        }
+        let Some((key, _)) = line.split_once(" = ") else {
+            continue;
+        };
+        // The key must appear, set or commented out, after its section header.
+        let after = text
+            .split_once(&format!("\n{section}\n"))
+            .map(|(_, rest)| rest);
+        let found = after.is_some_and(|rest| {
+            let rest = rest.split("\n[").next().unwrap_or(rest);
+            rest.lines().any(|l| {
+                let l = l.trim_start_matches('#').trim_start();
+                l.starts_with(&format!("{key} =")) || l.starts_with(&format!("{key}="))
+            })
+        });
+        if !found {
+            missing.push(format!("{section} {key}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "systemd/lookout.toml does not document: {missing:?}"
+    );
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# tests/vm/service-e2e.sh [BIN]
+#
+# lookout as a systemd service on an emulated arm64 machine with a V4L2 camera (the kernel's
+# `vivid` driver as /dev/video0), with the shipped unit (systemd/lookout.service, unchanged
+# but for a drop-in with a longer start timeout) and the shipped config (systemd/lookout.toml,
+# stats every 5 s). It boots the cached guest through the harness's vm-e2e.sh, whose service
+# is a driver (tests/vm/service/job.sh) that installs lookout like the Debian package does and
+# runs, in one boot:
+#   1. start on /dev/video0     → READY=1 reached (systemctl start returns 0, unit active),
+#                                 stats in the journal with FPS, DETECT_FPS, MODEL_TIME_MS,
+#                                 MODEL_TIME_P95_MS, TRACK_TIME_MS, FRAME_AGE_MS,
+#                                 FRAME_AGE_P95_MS, FRAMES_DROPPED, TRACKS, LOOKOUT_EVENT=stats;
+#                                 the sandbox allows thread pinning and /proc/cpuinfo
+#   2. reload, valid file       → "reloaded", same process, still active
+#   3. reload, invalid file     → "reload_rejected" naming the key, same process, still active
+#   4. rmmod vivid / modprobe   → the camera loss is logged, frames flow again afterwards
+#   5. systemctl stop           → exit status 0, Result=success
+#   6. bad configuration        → exit status 78, Result=exit-code, no restart (NRestarts=0)
+#
+# BIN: an aarch64 lookout; default target/aarch64-unknown-linux-gnu/debug/lookout, built if
+# missing (`cargo build --target aarch64-unknown-linux-gnu --bin lookout`); a stripped copy is
+# what goes into the guest.
+# Env: VM_DIR (default /var/cache/lookout-ci/vm-<first 12 hex of sha256(vm-build.sh)>),
+#      HARNESS (.ci/harness, else /work/shared/harness), OUT (./vm-service-out),
+#      RUN_WAIT (40: seconds of scenario 1 after READY), TIMEOUT_S (1500).
+# Exit: 0 every assertion held; 1 an assertion failed (each printed); 2 VM/setup problem.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -z "${HARNESS:-}" ]; then
+  if [ -x "$ROOT/.ci/harness/vm-e2e.sh" ]; then HARNESS=$ROOT/.ci/harness; else HARNESS=/work/shared/harness; fi
+fi
+KEY=$(sha256sum "$HARNESS/vm-build.sh" | cut -c1-12)
+export VM_DIR=${VM_DIR:-/var/cache/lookout-ci/vm-$KEY}
+OUT=$(mkdir -p "${OUT:-./vm-service-out}" && cd "${OUT:-./vm-service-out}" && pwd)
+RUN_WAIT=${RUN_WAIT:-40}
+VIVID_OPTS=${VIVID_OPTS:-n_devs=1 node_types=0x1 num_inputs=1 input_types=0x0}
+TARGET=aarch64-unknown-linux-gnu
+BIN=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/$TARGET/debug/lookout}
+say() { echo "[service-e2e] $*"; }
+
+if [ ! -x "$BIN" ]; then
+  say "building $BIN"
+  (cd "$ROOT" && cargo build --target $TARGET --bin lookout) || { say "FAIL: cross build failed"; exit 2; }
+fi
+[ -s "$VM_DIR/rootfs.img" ] || { say "no VM image in $VM_DIR (run $HARNESS/vm-build.sh with OUT_DIR=$VM_DIR)"; exit 2; }
+
+WORK=$(mktemp -d /tmp/lookout-vm-service.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/extra"
+STRIP=aarch64-linux-gnu-strip
+command -v $STRIP >/dev/null || STRIP=true
+cp "$BIN" "$WORK/lookout" && $STRIP "$WORK/lookout"
+cp "$ROOT/tests/vm/service/job.sh" "$WORK/extra/job.sh"
+chmod 755 "$WORK/extra/job.sh"
+cp "$ROOT/systemd/lookout.service" "$WORK/extra/lookout.service"
+# The shipped config, with stats every 5 s so a short emulated run sees several reports.
+sed 's/^stats_interval = 10.0$/stats_interval = 5.0/' "$ROOT/systemd/lookout.toml" > "$WORK/extra/lookout.toml"
+grep -q '^stats_interval = 5.0$' "$WORK/extra/lookout.toml" || { say "FAIL: could not set stats_interval in the shipped config"; exit 2; }
+grep -q '^spec = "/dev/video0"$' "$WORK/extra/lookout.toml" || { say "FAIL: the shipped config does not name /dev/video0"; exit 2; }
+echo "$VIVID_OPTS" > "$WORK/extra/vivid-opts"
+echo "$RUN_WAIT" > "$WORK/extra/run-wait"
+
+cat > "$WORK/lookout-e2e.service" <<'EOF'
+[Unit]
+Description=lookout service scenarios (tests/vm/service-e2e.sh)
+After=systemd-udevd.service
+[Service]
+Type=oneshot
+ExecStart=/opt/edge-extra/job.sh
+TimeoutStartSec=infinity
+StandardOutput=journal+console
+EOF
+echo "# the driver needs no config; lookout's is in EXTRA_FILES_DIR" > "$WORK/config.toml"
+
+say "VM_DIR=$VM_DIR BIN=$BIN OUT=$OUT"
+rc=0
+OUT="$OUT" SERVICE=lookout-e2e RUN_S=${RUN_S:-1200} TIMEOUT_S=${TIMEOUT_S:-1500} CHECK_V4L2=0 \
+  ALLOW_STOPPED=0 VIVID_OPTS="$VIVID_OPTS" EXTRA_FILES_DIR="$WORK/extra" \
+  "$HARNESS/vm-e2e.sh" "$WORK/lookout" "$WORK/config.toml" "$WORK/lookout-e2e.service" || rc=$?
+if [ "$rc" = 2 ]; then say "FAIL: VM problem (see $OUT/console.log)"; exit 2; fi
+[ -s "$OUT/steps.txt" ] || { say "FAIL: the guest job did not run (see $OUT/console.log, $OUT/journal.json)"; exit 2; }
+grep -q '^DONE' "$OUT/steps.txt" || say "warning: the guest job did not finish (rc=$rc); checking what it produced"
+
+st=0
+python3 "$ROOT/tests/vm/service/check.py" "$OUT" || st=$?
+if [ $st = 0 ]; then say "PASS (artifacts in $OUT)"; else say "FAILED (artifacts in $OUT)"; fi
+exit $st

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Host-side assertions of tests/vm/service-e2e.sh on what tests/vm/service/job.sh collected.
+
+Usage: check.py OUT_DIR   (exit 0: all held; 1: a failure, each printed)
+"""
+import json
+import os
+import sys
+
+STATS_FIELDS = ["FPS", "DETECT_FPS", "MODEL_TIME_MS", "MODEL_TIME_P95_MS", "TRACK_TIME_MS",
+                "FRAME_AGE_MS", "FRAME_AGE_P95_MS", "FRAMES_DROPPED", "TRACKS"]
+
+out = sys.argv[1]
+fails = []
+
+
+def fail(msg):
+    fails.append(msg)
+    print("[service-e2e] FAIL:", msg)
+
+
+def info(msg):
+    print("[service-e2e]", msg)
+
+
+def read(name):
+    p = os.path.join(out, name)
+    return open(p, errors="replace").read() if os.path.exists(p) else ""
+
+
+# --- steps.txt: marks (phase -> realtime µs), results, `systemctl show` snapshots ----------------
+marks, notes, shows, exits = {}, {}, {}, {}
+for line in read("steps.txt").splitlines():
+    parts = line.split(" ", 2)
+    if parts[0] == "MARK" and len(parts) == 3:
+        marks[parts[1]] = int(parts[2])
+    elif parts[0] == "SHOW" and len(parts) == 3:
+        shows[parts[1]] = dict(kv.split("=", 1) for kv in parts[2].split() if "=" in kv)
+    elif parts[0] == "EXITS":
+        exits[parts[1]] = parts[2] if len(parts) == 3 else ""
+    elif len(parts) >= 2:
+        notes[parts[0]] = parts[1]
+
+# --- the journal -------------------------------------------------------------------------------
+entries = []
+for line in read("lookout-journal.json").splitlines():
+    try:
+        entries.append(json.loads(line))
+    except ValueError:
+        pass
+own = [e for e in entries if e.get("SYSLOG_IDENTIFIER") == "lookout" or "LOOKOUT_EVENT" in e]
+info(f"journal: {len(entries)} entries, {len(own)} from lookout; phases: {sorted(marks, key=marks.get)}")
+
+
+def t(e):
+    return int(e.get("__REALTIME_TIMESTAMP", 0))
+
+
+def between(a, b, event=None):
+    lo, hi = marks.get(a), marks.get(b)
+    if lo is None:
+        return []
+    return [e for e in own if t(e) >= lo and (hi is None or t(e) < hi)
+            and (event is None or e.get("LOOKOUT_EVENT") == event)]
+
+
+def msg(e):
+    m = e.get("MESSAGE", "")
+    return m if isinstance(m, str) else str(m)
+
+
+def stat_line(e):
+    return " ".join(f"{k}={e.get(k)}" for k in ["FPS", "DETECT_FPS", "MODEL_TIME_MS", "FRAME_AGE_MS",
+                                                 "FRAMES_DROPPED", "TRACKS"])
+
+
+def fps(e):
+    try:
+        return float(e.get("FPS", "0"))
+    except ValueError:
+        return 0.0
+
+
+# --- 1. start: READY, stats, sandbox ------------------------------------------------------------
+if notes.get("CHECK_CONFIG_RC") != "0":
+    fail(f"`lookout check-config /etc/lookout/lookout.toml` in the guest: rc {notes.get('CHECK_CONFIG_RC')}: "
+         f"{read('check-config.txt')[-300:]}")
+ready = shows.get("ready", {})
+if notes.get("START_RC") != "0" or ready.get("ActiveState") != "active":
+    fail(f"start: systemctl start rc {notes.get('START_RC')}, state {ready} (READY=1 not reached)")
+else:
+    secs = (marks["ready"] - marks["start"]) / 1e6
+    info(f"start: READY=1 after {secs:.1f} s (emulated), MainPID {ready.get('MainPID')}")
+stats = between("start", "run_end", "stats")
+if len(stats) < 2:
+    fail(f"start: {len(stats)} stats entries in the first run (expected >= 2 at stats_interval = 5 s)")
+for e in stats:
+    missing = [f for f in STATS_FIELDS if f not in e]
+    if missing:
+        fail(f"stats entry without {missing}: {msg(e)}")
+        break
+if stats:
+    info(f"stats: {len(stats)} entries, last: {stat_line(stats[-1])}")
+    if not any(fps(e) > 0 for e in stats):
+        fail("stats: FPS stayed 0: no frames processed from /dev/video0")
+    if not any(float(e.get("DETECT_FPS", "0") or 0) > 0 for e in stats):
+        fail("stats: DETECT_FPS stayed 0: the detector never ran")
+starts = between("start", "run_end", "start")
+if starts and "/dev/video0" not in msg(starts[0]):
+    fail(f"start: the source is not /dev/video0: {msg(starts[0])}")
+for e in own:
+    m = msg(e)
+    if "could not pin" in m:
+        fail(f"sandbox: thread pinning refused: {m}")
+        break
+for e in own:
+    if "/proc/cpuinfo" in msg(e):
+        fail(f"sandbox: tract could not read /proc/cpuinfo: {msg(e)}")
+        break
+for e in entries:
+    if "Failed to set up" in msg(e) or "Failed at step" in msg(e):
+        fail(f"systemd could not set up the sandbox: {msg(e)}")
+status = read("proc-status.txt")
+info("process: " + " | ".join(l.strip() for l in status.splitlines()))
+info("threads: " + " | ".join(l.strip() for l in read("proc-threads.txt").splitlines()))
+if status and "Seccomp:\t2" not in status:
+    fail("sandbox: the daemon does not run under a seccomp filter")
+if status and "NoNewPrivs:\t1" not in status:
+    fail("sandbox: NoNewPrivs is not set")
+if status:
+    uid = next((l.split()[1] for l in status.splitlines() if l.startswith("Uid:")), "0")
+    if uid == "0":
+        fail("sandbox: the daemon runs as root (expected a DynamicUser)")
+sec = [l for l in read("security.txt").splitlines() if "Overall exposure level" in l]
+info("guest " + (sec[0].strip() if sec else "systemd-analyze security: no result"))
+if run_end := shows.get("run_end"):
+    if run_end.get("ActiveState") != "active" or run_end.get("MainPID") != ready.get("MainPID"):
+        fail(f"start: the service did not keep running: {run_end}")
+
+# --- 2./3. reloads ------------------------------------------------------------------------------
+ok = between("reload_ok", "reload_bad")
+if not any(e.get("LOOKOUT_EVENT") == "reloaded" for e in ok):
+    fail("reload (valid file): no LOOKOUT_EVENT=reloaded in the journal: "
+         + "; ".join(msg(e) for e in ok[:6]))
+else:
+    info("reload ok: " + next(msg(e) for e in ok if e.get("LOOKOUT_EVENT") == "reloaded"))
+s = shows.get("reload_ok", {})
+if s.get("ActiveState") != "active" or s.get("MainPID") != ready.get("MainPID"):
+    fail(f"reload (valid file): service not active in the same process: {s}")
+bad = between("reload_bad", "rmmod")
+rej = [e for e in bad if e.get("LOOKOUT_EVENT") == "reload_rejected"]
+if not rej:
+    fail("reload (invalid file): no LOOKOUT_EVENT=reload_rejected: " + "; ".join(msg(e) for e in bad[:6]))
+else:
+    keys = {e.get("CONFIG_KEY") for e in rej}
+    info(f"reload rejected: keys {sorted(k for k in keys if k)}: {msg(rej[0])}")
+    if "model.threshold" not in keys:
+        fail(f"reload (invalid file): the rejection does not name model.threshold: {keys}")
+s = shows.get("reload_bad", {})
+if s.get("ActiveState") != "active" or s.get("MainPID") != ready.get("MainPID"):
+    fail(f"reload (invalid file): service not active in the same process: {s}")
+if not any(fps(e) > 0 for e in between("reload_bad", "rmmod", "stats")):
+    fail("reload (invalid file): no frames processed after the rejected reload")
+
+# --- 4. camera loss ------------------------------------------------------------------------------
+if notes.get("RMMOD_RC") != "0":
+    fail(f"camera loss: rmmod vivid failed in the guest: {read('rmmod.txt').strip()[:200]}")
+else:
+    lost = [e for e in between("rmmod", "loss_end") if e.get("LOOKOUT_EVENT") in ("source_error", "fatal")
+            or "camera" in msg(e).lower()]
+    if not lost:
+        fail("camera loss: nothing logged after rmmod vivid")
+    else:
+        info(f"camera loss: {msg(lost[0])}")
+    after = [e for e in between("modprobe", "loss_end", "stats") if fps(e) > 0]
+    s = shows.get("loss_end", {})
+    restarts = int(s.get("NRestarts", "0") or 0)
+    if not after:
+        fail(f"camera loss: no frames processed after modprobe vivid (state {s})")
+    else:
+        how = "same process" if s.get("MainPID") == ready.get("MainPID") else f"after {restarts} restart(s)"
+        info(f"camera loss: recovered ({how}): {stat_line(after[-1])}")
+    if s.get("ActiveState") != "active":
+        fail(f"camera loss: service not active at the end: {s}")
+
+# --- 5. stop --------------------------------------------------------------------------------------
+e5 = exits.get("stop", "")
+if notes.get("STOP_RC") != "0" or "SERVICE_RESULT=success" not in e5 or "EXIT_STATUS=0" not in e5:
+    fail(f"stop: not a clean exit: systemctl stop rc {notes.get('STOP_RC')}, {e5!r}, {shows.get('stop')}")
+else:
+    secs = (marks["stopped"] - marks["stop"]) / 1e6
+    summary = [e for e in between("stop", "stopped") if e.get("LOOKOUT_EVENT") == "summary"]
+    info(f"stop: clean exit in {secs:.1f} s ({e5.strip(';')})"
+         + (f"; {msg(summary[0])}" if summary else ""))
+
+# --- 6. bad configuration ---------------------------------------------------------------------------
+s = shows.get("badcfg", {})
+e6 = exits.get("badcfg", "")
+cfg_errors = [e for e in between("badcfg", "badcfg_end") if e.get("LOOKOUT_EVENT") == "config_error"]
+if notes.get("BADCFG_START_RC") == "0":
+    fail("bad config: systemctl start succeeded")
+if s.get("ExecMainStatus") != "78" or s.get("Result") != "exit-code":
+    fail(f"bad config: expected exit status 78 and Result=exit-code, got {s}")
+if s.get("NRestarts") not in ("0", None) or e6.count("EXIT_STATUS=") > 1:
+    fail(f"bad config: restarted ({s.get('NRestarts')} restarts; exits {e6!r})")
+if not cfg_errors or not any(e.get("CONFIG_KEY") == "model.threshold" for e in cfg_errors):
+    fail("bad config: no config_error naming model.threshold: " + "; ".join(msg(e) for e in cfg_errors[:3]))
+else:
+    info(f"bad config: exit 78, {s.get('ActiveState')}/{s.get('Result')}, NRestarts={s.get('NRestarts')}: "
+         f"{msg(cfg_errors[0])}")
+
+if "DONE" not in notes and "DONE" not in read("steps.txt"):
+    fail("the guest job did not finish")
+print(f"[service-e2e] {'all assertions held' if not fails else f'{len(fails)} failure(s)'}")
+sys.exit(1 if fails else 0)

@@ -1,0 +1,116 @@
+#!/bin/sh
+# tests/vm/service/job.sh — runs INSIDE the arm64 guest, as the oneshot unit
+# lookout-e2e.service that ../service-e2e.sh hands to the harness (vm-e2e.sh).
+#
+# It installs lookout the way the Debian package does (binary /usr/bin/lookout, config
+# /etc/lookout/lookout.toml, the shipped unit systemd/lookout.service unchanged) and drives
+# it through the scenarios with systemctl, writing to the job share (/mnt/job/out):
+#   steps.txt            "MARK <phase> <realtime µs>" lines and the results of each step
+#   lookout-journal.json journalctl -u lookout -o json (the assertions run on the host)
+#   security.txt         systemd-analyze security lookout.service (online, guest systemd)
+#   proc-*.txt           /proc views of the running daemon (user, groups, seccomp, affinity)
+# The only change to the unit is a drop-in (zz-e2e.conf): a longer start timeout, since
+# TCG emulation is 10-20x slower than a Pi, and an ExecStopPost that records how the main
+# process ended (a unit that stops cleanly is garbage-collected at once).
+set -u
+X=/opt/edge-extra
+O=/mnt/job/out
+S=$O/steps.txt
+: > "$S"
+now() { date +%s%6N; }
+mark() { echo "MARK $1 $(now)" >> "$S"; echo "[job] $1"; }
+note() { echo "$*" >> "$S"; }
+show() {
+  note "SHOW $1 $(systemctl show lookout -p ActiveState,SubState,Result,ExecMainStatus,ExecMainCode,NRestarts,MainPID | tr '\n' ' ')"
+}
+exits() { note "EXITS $1 $(tr '\n' ';' < /run/lookout-exit 2>/dev/null)"; }
+VIVID_OPTS=$(cat $X/vivid-opts)
+RUN_WAIT=$(cat $X/run-wait)
+
+install -m 755 /usr/local/bin/edge-daemon /usr/bin/lookout
+install -D -m 644 $X/lookout.toml /etc/lookout/lookout.toml
+install -m 644 $X/lookout.service /etc/systemd/system/lookout.service
+mkdir -p /etc/systemd/system/lookout.service.d
+cat > /etc/systemd/system/lookout.service.d/zz-e2e.conf <<'UNIT'
+[Service]
+TimeoutStartSec=900
+ExecStopPost=+/bin/sh -c 'echo "SERVICE_RESULT=$SERVICE_RESULT EXIT_CODE=$EXIT_CODE EXIT_STATUS=$EXIT_STATUS" >> /run/lookout-exit'
+UNIT
+systemctl daemon-reload
+systemd-analyze security lookout.service > $O/security.txt 2>&1
+/usr/bin/lookout check-config /etc/lookout/lookout.toml > $O/check-config.txt 2>&1
+note "CHECK_CONFIG_RC $?"
+
+# --- 1. start on /dev/video0: `systemctl start` of a Type=notify unit returns after READY=1 ---
+mark start
+systemctl start lookout
+note "START_RC $?"
+mark ready
+show ready
+PID=$(systemctl show -p MainPID --value lookout)
+if [ -n "$PID" ] && [ "$PID" != 0 ]; then
+  grep -E '^(Uid|Gid|Groups|NoNewPrivs|Seccomp|Cpus_allowed_list):' /proc/$PID/status > $O/proc-status.txt 2>&1
+  for t in /proc/$PID/task/*; do
+    echo "$(cat $t/comm 2>/dev/null) $(grep Cpus_allowed_list $t/status 2>/dev/null)"
+  done > $O/proc-threads.txt
+  ps -o user=,group=,supgrp= -p "$PID" > $O/proc-user.txt 2>&1
+fi
+sleep "$RUN_WAIT"
+mark run_end
+show run_end
+
+# --- 2. reload with a valid change (SIGHUP through ExecReload) ---
+sed -i 's/^detect_every = 5$/detect_every = 4/' /etc/lookout/lookout.toml
+mark reload_ok
+systemctl reload lookout
+note "RELOAD_OK_RC $?"
+sleep 15
+show reload_ok
+
+# --- 3. reload with an invalid file: rejected, the running configuration stays ---
+cp /etc/lookout/lookout.toml /tmp/good.toml
+sed -i 's/^threshold = 0.35$/threshold = 7.0/' /etc/lookout/lookout.toml
+mark reload_bad
+systemctl reload lookout
+note "RELOAD_BAD_RC $?"
+sleep 15
+show reload_bad
+cp /tmp/good.toml /etc/lookout/lookout.toml
+
+# --- 4. camera loss: rmmod vivid while streaming, modprobe it back ---
+mark rmmod
+rmmod vivid > $O/rmmod.txt 2>&1
+note "RMMOD_RC $?"
+sleep 10
+mark modprobe
+modprobe vivid $VIVID_OPTS
+note "MODPROBE_RC $?"
+udevadm settle -t 30 || true
+sleep 40
+mark loss_end
+show loss_end
+
+# --- 5. systemctl stop: SIGTERM, clean exit ---
+mark stop
+systemctl stop lookout
+note "STOP_RC $?"
+mark stopped
+exits stop
+show stop
+
+# --- 6. bad configuration: exit 78, no restart loop ---
+rm -f /run/lookout-exit
+sed -i 's/^threshold = 0.35$/threshold = 7.0/' /etc/lookout/lookout.toml
+systemctl reset-failed lookout 2>/dev/null
+mark badcfg
+systemctl start lookout
+note "BADCFG_START_RC $?"
+sleep 25
+mark badcfg_end
+show badcfg
+exits badcfg
+
+journalctl --no-pager -o json -u lookout > $O/lookout-journal.json
+journalctl --no-pager -o short-monotonic -u lookout > $O/lookout-journal.txt
+note "DONE"
+exit 0
