@@ -27,7 +27,7 @@ enum Command {
     Detect(cli::detect::DetectArgs),
     /// Measure the pipeline on the camera or the bundled clip: per-stage times, fps, CPU per
     /// core, memory; optionally sweep threads, detection interval or model.
-    Bench(cli::bench::BenchArgs),
+    Bench(lookout::cli::bench::BenchArgs),
     /// List V4L2 capture devices with their formats, sizes and frame rates.
     Devices(lookout::cli_sources::DevicesArgs),
     /// Read frames from a source (camera or file) and report what came back.
@@ -64,10 +64,10 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Bench(a) => match cli::bench::run(a) {
-            Ok(cli::bench::BenchOutcome::Ok) => ExitCode::SUCCESS,
-            Ok(cli::bench::BenchOutcome::SelfCheckFailed) => {
-                ExitCode::from(cli::bench::EXIT_SELF_CHECK_FAILED)
+        Command::Bench(a) => match lookout::cli::bench::run(a) {
+            Ok(lookout::cli::bench::BenchOutcome::Ok) => ExitCode::SUCCESS,
+            Ok(lookout::cli::bench::BenchOutcome::SelfCheckFailed) => {
+                ExitCode::from(lookout::cli::bench::EXIT_SELF_CHECK_FAILED)
             }
             Err(lookout::bench::BenchError::Config(errs)) => {
                 for e in &errs.0 {
