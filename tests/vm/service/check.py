@@ -163,9 +163,13 @@ if not any(fps(e) > 0 for e in between("reload_bad", "rmmod", "stats")):
     fail("reload (invalid file): no frames processed after the rejected reload")
 
 # --- 4. camera loss ------------------------------------------------------------------------------
-if notes.get("RMMOD_RC") != "0":
-    fail(f"camera loss: rmmod vivid failed in the guest: {read('rmmod.txt').strip()[:200]}")
+how = notes.get("LOSS_HOW")
+if how not in ("rmmod", "unbind"):
+    fail(f"camera loss: could not remove the camera in the guest: {read('rmmod.txt').strip()[:300]}")
+elif notes.get("PLUG_RC") != "0":
+    fail(f"camera loss: could not bring the camera back ({how}): {read('rmmod.txt').strip()[:300]}")
 else:
+    info(f"camera loss: camera removed by {how}")
     lost = [e for e in between("rmmod", "loss_end") if e.get("LOOKOUT_EVENT") in ("source_error", "fatal")
             or "camera" in msg(e).lower()]
     if not lost:

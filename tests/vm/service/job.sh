@@ -77,15 +77,33 @@ sleep 15
 show reload_bad
 cp /tmp/good.toml /etc/lookout/lookout.toml
 
-# --- 4. camera loss: rmmod vivid while streaming, modprobe it back ---
+# --- 4. camera loss while streaming, then the camera comes back ---
+# An open /dev/video0 pins the vivid module (rmmod: "in use"), so the camera is unplugged by
+# unbinding the vivid platform device from its driver (the node vanishes, reads fail with
+# ENODEV, as when a USB camera is pulled) and plugged back by binding it again. rmmod is
+# tried first in case nothing holds the module.
+VDEV=$(ls -d /sys/bus/platform/drivers/vivid/vivid* 2>/dev/null | head -1)
+VDEV=${VDEV##*/}
+note "VIVID_DEVICE ${VDEV:-none}"
 mark rmmod
-rmmod vivid > $O/rmmod.txt 2>&1
-note "RMMOD_RC $?"
+if rmmod vivid > $O/rmmod.txt 2>&1; then
+  HOW=rmmod
+elif [ -n "$VDEV" ] && echo "$VDEV" > /sys/bus/platform/drivers/vivid/unbind 2>> $O/rmmod.txt; then
+  HOW=unbind
+else
+  HOW=failed
+fi
+note "LOSS_HOW $HOW"
+ls -l /dev/video* >> $O/rmmod.txt 2>&1
 sleep 10
 mark modprobe
-modprobe vivid $VIVID_OPTS
-note "MODPROBE_RC $?"
+case $HOW in
+  rmmod) modprobe vivid $VIVID_OPTS ;;
+  unbind) echo "$VDEV" > /sys/bus/platform/drivers/vivid/bind ;;
+esac
+note "PLUG_RC $?"
 udevadm settle -t 30 || true
+ls -l /dev/video* >> $O/rmmod.txt 2>&1
 sleep 40
 mark loss_end
 show loss_end
