@@ -2,6 +2,7 @@
 //! (0 clean, 1 runtime failure, 78 bad configuration — EX_CONFIG, so systemd's
 //! `RestartPreventExitStatus=78` does not restart-loop on a typo).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -84,7 +85,9 @@ fn main() -> ExitCode {
         Command::Capture(a) => exit_of(lookout::cli_sources::run_capture(a)),
         Command::CheckConfig { file } => match lookout::config::Config::load(file) {
             Ok(cfg) => {
-                println!(
+                // A closed pipe (`check-config FILE | head`) is not worth a panic.
+                let _ = writeln!(
+                    std::io::stdout().lock(),
                     "# {}: valid; effective configuration:\n{}",
                     file.display(),
                     cfg.to_toml()
