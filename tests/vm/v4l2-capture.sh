@@ -37,6 +37,8 @@ fi
 
 WORK=$(mktemp -d /tmp/lookout-vm-capture.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# A dev-profile binary carries ~600 MB of debug info: strip a copy so it fits the guest's disk.
+aarch64-linux-gnu-strip -o "$WORK/lookout" "$BIN" && BIN="$WORK/lookout"
 mkdir -p "$WORK/extra"
 
 # The guest-side job, run by the unit. vm-e2e.sh installs BIN as /usr/local/bin/edge-daemon and
