@@ -1302,7 +1302,7 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         // Reuse the loaded model when only scheduling changed; always reopen the source and
         // start a fresh tracker.
         let reuse = parts.as_ref().is_some_and(|(c, p)| {
-            c.model == cfg.model && p.core_map == CoreMap::plan(&cfg, pipeline::core_count())
+            c.model == cfg.model && p.core_map == CoreMap::plan(&cfg, &pipeline::allowed_cores())
         });
         let mut p = match parts.take() {
             Some((_, mut p)) if reuse => {

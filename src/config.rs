@@ -164,6 +164,14 @@ pub struct ConfigError {
 #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
+/// `0..4` for contiguous core ids, else the list (`[2, 3]`).
+fn describe_cores(ids: &[usize]) -> String {
+    match (ids.first(), ids.last()) {
+        (Some(&a), Some(&b)) if b - a + 1 == ids.len() => format!("{a}..{}", b + 1),
+        _ => format!("{ids:?}"),
+    }
+}
+
 /// 1-based line and column of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
@@ -323,7 +331,13 @@ impl Config {
                         m.file
                     ),
                 ),
-                Ok(_) => {}
+                Ok(_) => {
+                    // Parse and type it (no optimization): a file that is not a NanoDet ONNX
+                    // model, or one that rejects input_size, is a configuration error too.
+                    if let Err(e) = crate::detect::Detector::check(&self.detector()) {
+                        bad("model.file", format!("expected a NanoDet ONNX model: {e}"));
+                    }
+                }
                 Err(e) => bad(
                     "model.file",
                     format!("expected a readable ONNX file, found {} ({e})", m.file),
@@ -360,7 +374,10 @@ impl Config {
                 format!("expected 1..=1000, found {}", m.max_detections),
             );
         }
-        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1);
+        // The cores this process may run on (all of them, or what CPUAffinity=/taskset left).
+        let allowed = crate::pipeline::allowed_cores();
+        let core_ok = |c: usize| allowed.is_empty() || allowed.contains(&c);
+        let cores_desc = describe_cores(&allowed);
         if m.threads == 0 || m.threads > 64 {
             bad(
                 "model.threads",
@@ -378,17 +395,19 @@ impl Config {
             ("pipeline.capture_core", pl.capture_core),
             ("pipeline.track_core", pl.track_core),
         ] {
-            if let Some(v) = v.filter(|v| *v >= cores) {
+            if let Some(v) = v.filter(|v| !core_ok(*v)) {
                 bad(
                     k,
-                    format!("expected a core in 0..{cores} of this machine, found {v}"),
+                    format!(
+                        "expected one of the cores this process may use ({cores_desc}), found {v}"
+                    ),
                 );
             }
         }
-        if let Some(c) = pl.detect_cores.iter().find(|c| **c >= cores) {
+        if let Some(c) = pl.detect_cores.iter().find(|c| !core_ok(**c)) {
             bad(
                 "pipeline.detect_cores",
-                format!("expected cores in 0..{cores} of this machine, found {c}"),
+                format!("expected cores this process may use ({cores_desc}), found {c}"),
             );
         }
         if !(pl.stats_interval >= 0.5 && pl.stats_interval <= 3600.0) {

@@ -168,11 +168,14 @@ pub struct CoreMap {
 }
 
 impl CoreMap {
-    /// The map for this machine: explicit cores from the config win; otherwise with 4+ cores
-    /// capture 0, tracking 1, detection 2.. ; with 2–3 cores capture and tracking share 0 and
-    /// detection gets the rest; with 1 core nothing is pinned.
-    pub fn plan(cfg: &Config, cores: usize) -> CoreMap {
+    /// The map for the cores this process may run on (`allowed`, ascending CPU ids: all of
+    /// them, or the set systemd's `CPUAffinity=` or `taskset` left). Explicit cores from the
+    /// config win when allowed; otherwise, counting positions in `allowed`, with 4+ cores
+    /// capture 1st, tracking 2nd, detection 3rd.. ; with 2–3 cores capture and tracking share
+    /// the 1st and detection gets the rest; with 1 core nothing is pinned.
+    pub fn plan(cfg: &Config, allowed: &[usize]) -> CoreMap {
         let p = &cfg.pipeline;
+        let cores = allowed.len();
         if !p.pin_threads || cores <= 1 {
             return CoreMap::default();
         }
@@ -180,15 +183,17 @@ impl CoreMap {
             2 | 3 => (0, 0, 1),
             _ => (0, 1, 2),
         };
-        let detect_cores: Vec<usize> = if p.detect_cores.is_empty() {
-            (det_from..cores).collect()
+        let ok = |c: &usize| allowed.contains(c);
+        let explicit: Vec<usize> = p.detect_cores.iter().copied().filter(ok).collect();
+        let detect_cores: Vec<usize> = if explicit.is_empty() {
+            allowed[det_from..].to_vec()
         } else {
-            p.detect_cores.clone()
+            explicit
         };
         let threads = cfg.model.threads.max(1);
         CoreMap {
-            capture: Some(p.capture_core.unwrap_or(cap)),
-            track: Some(p.track_core.unwrap_or(trk)),
+            capture: Some(p.capture_core.filter(ok).unwrap_or(allowed[cap])),
+            track: Some(p.track_core.filter(ok).unwrap_or(allowed[trk])),
             detect: detect_cores.first().copied(),
             matmul: if threads > 1 {
                 detect_cores.iter().copied().cycle().take(threads).collect()
@@ -327,9 +332,19 @@ pub struct Parts {
     pub core_map: CoreMap,
 }
 
-/// The number of cores of this machine.
+/// The CPUs this process may run on, ascending (its affinity mask: every core, or what
+/// systemd's `CPUAffinity=` / `taskset` allows). Empty when the mask cannot be read.
+pub fn allowed_cores() -> Vec<usize> {
+    let mut ids: Vec<usize> = core_affinity::get_core_ids()
+        .map(|c| c.into_iter().map(|c| c.id).collect())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+/// The number of cores this process may run on (at least 1).
 pub fn core_count() -> usize {
-    core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1)
+    allowed_cores().len().max(1)
 }
 
 /// Loads the model with a matmul pool pinned as the core map says.
@@ -351,7 +366,7 @@ pub fn load_detector(cfg: &Config, core_map: &CoreMap) -> Result<Detector, Pipel
 
 /// Builds every part for `cfg`: model, source, tracker, core map.
 pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError> {
-    let core_map = CoreMap::plan(cfg, core_count());
+    let core_map = CoreMap::plan(cfg, &allowed_cores());
     let detector = load_detector(cfg, &core_map)?;
     let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
     let tracker =
@@ -406,6 +421,10 @@ pub fn run_with(
     });
     let lockstep = opts.schedule == Schedule::Lockstep;
     let cpu0 = process_cpu_time();
+    // Once the tracker has ended the run, the scope still waits for the inference in flight
+    // (seconds on a slow board): keep systemd's watchdog fed through that bounded wait.
+    let keep_alive = opts.notifier.as_ref().map(|n| n.keep_alive());
+    let keep_alive = keep_alive.as_ref();
 
     let summary = std::thread::scope(|scope| -> Result<Summary, PipelineError> {
         // ── capture ──
@@ -440,6 +459,9 @@ pub fn run_with(
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
                 let r = track_loop(cfg, opts, &h, tracker, writer.as_mut(), labels.as_deref());
+                if let Some(k) = keep_alive {
+                    k.arm();
+                }
                 // Whatever happened, release the other threads.
                 let mut g = h.lock();
                 g.shutdown = true;
@@ -808,4 +830,43 @@ fn publish(
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(threads: usize) -> Config {
+        let mut c = Config::default();
+        c.pipeline.pin_threads = true;
+        c.model.threads = threads;
+        c
+    }
+
+    #[test]
+    fn core_map_uses_the_cores_this_process_may_run_on() {
+        let all = CoreMap::plan(&cfg(2), &[0, 1, 2, 3]);
+        assert_eq!(
+            (all.capture, all.track, all.detect, all.matmul.clone()),
+            (Some(0), Some(1), Some(2), vec![2, 3])
+        );
+        // CPUAffinity=2 3: positions map onto the allowed ids, never onto cores 0/1.
+        let two = CoreMap::plan(&cfg(2), &[2, 3]);
+        assert_eq!(
+            (two.capture, two.track, two.detect, two.matmul.clone()),
+            (Some(2), Some(2), Some(3), vec![3, 3])
+        );
+        let one = CoreMap::plan(&cfg(1), &[3]);
+        assert_eq!(one, CoreMap::default());
+    }
+
+    #[test]
+    fn explicit_cores_outside_the_affinity_mask_are_ignored() {
+        let mut c = cfg(1);
+        c.pipeline.capture_core = Some(0);
+        c.pipeline.track_core = Some(3);
+        c.pipeline.detect_cores = vec![0, 1];
+        let m = CoreMap::plan(&c, &[2, 3]);
+        assert_eq!((m.capture, m.track, m.detect), (Some(2), Some(3), Some(3)));
+    }
 }

@@ -102,6 +102,8 @@ const CASES: &[Case] = &[
     case("missing clip", "[source]\nspec = \"{tmp}/no-such-clip.mjpeg\"\n", "source.spec", Some(2), "not found"),
     case("empty source", "[source]\nspec = \"  \"\n", "source.spec", Some(2), "empty"),
     case("missing model file", "[model]\nfile = \"{tmp}/no-such-model.onnx\"\n", "model.file", Some(2), "no-such-model.onnx"),
+    case("model file is a photo, not ONNX", "[model]\nfile = \"{data}/astronaut.jpg\"\n", "model.file", Some(2), "not a valid ONNX model"),
+    case("model is ONNX but not a NanoDet", "[model]\nfile = \"{data}/not-nanodet.onnx\"\n", "model.file", Some(2), "not-nanodet.onnx"),
     case("model file is a directory", "[model]\nfile = \"{tmp}\"\n", "model.file", Some(2), "directory"),
     case("tracks file in a missing directory", "[output]\ntracks_file = \"{tmp}/no-such-dir/tracks.jsonl\"\n", "output.tracks_file", Some(2), "existing directory"),
 ];
@@ -173,12 +175,13 @@ fn malformed_configs_are_refused_with_the_key_and_line() {
     );
     let dir = scratch();
     let tmp = dir.path().to_str().expect("temporary path is UTF-8");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
     let mut failures = Vec::new();
     for (i, c) in CASES.iter().enumerate() {
         let file = write(
             dir.path(),
             &format!("case{i:02}.toml"),
-            &c.toml.replace("{tmp}", tmp),
+            &c.toml.replace("{tmp}", tmp).replace("{data}", data),
         );
         let out = lookout()
             .arg("check-config")

@@ -53,7 +53,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let signals =
         Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
     let notifier = Arc::new(Notifier::from_env());
-    let mut parts = pipeline::build(&cfg, None).map_err(anyhow::Error::from)?;
+    let mut parts = pipeline::build(&cfg, None).map_err(|e| startup_error(args, e))?;
     let opts = RunOptions {
         tracks_out: args.tracks_out.clone(),
         stop: signals.stop.clone(),
@@ -73,7 +73,12 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
             .reload
             .store(false, std::sync::atomic::Ordering::Relaxed);
         notifier.reloading();
-        reload(args, &mut cfg, &mut parts);
+        {
+            // Loading a new model takes seconds on a Pi (minutes under emulation).
+            let keep = notifier.keep_alive();
+            keep.arm();
+            reload(args, &mut cfg, &mut parts);
+        }
         notifier.reloaded();
     }
     notifier.stopping();
@@ -81,6 +86,30 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         log_summary(last, all.iter().map(|s| s.total.processed).sum());
     }
     Ok(())
+}
+
+/// A model that cannot be used is a configuration problem (exit 78, no restart loop), even
+/// when it slipped past validation (the file changed in between); anything else is a runtime
+/// failure.
+fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> RunError {
+    use crate::detect::DetectError;
+    match e {
+        pipeline::PipelineError::Detect(
+            d @ (DetectError::Read { .. }
+            | DetectError::NotOnnx { .. }
+            | DetectError::WrongShape { .. }),
+        ) => RunError::Config(ConfigErrors(vec![crate::config::ConfigError {
+            file: args
+                .config
+                .as_ref()
+                .map_or("<built-in>".into(), |p| p.display().to_string()),
+            key: "model.file".into(),
+            line: 0,
+            column: 0,
+            message: d.to_string(),
+        }])),
+        other => RunError::Runtime(other.into()),
+    }
 }
 
 /// Applies a new configuration after SIGHUP, restarting only what changed; an invalid one is
@@ -101,7 +130,7 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
         }
     };
     let mut changed = Vec::new();
-    let core_map = pipeline::CoreMap::plan(&new, pipeline::core_count());
+    let core_map = pipeline::CoreMap::plan(&new, &pipeline::allowed_cores());
     if new.model != cfg.model || core_map != parts.core_map {
         match pipeline::load_detector(&new, &core_map) {
             Ok(d) => {

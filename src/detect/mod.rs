@@ -150,6 +150,116 @@ impl std::fmt::Debug for Detector {
     }
 }
 
+/// A model parsed, checked and typed for one input size (not optimized yet).
+struct Typed {
+    model: TypedModel,
+    name: String,
+    w: u32,
+    h: u32,
+    datum: &'static str,
+}
+
+/// Reads, parses and types the model, checking its input and outputs.
+fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
+    let name = cfg.model.display_name();
+    let bytes: std::borrow::Cow<'static, [u8]> = match &cfg.model {
+        ModelSource::Embedded => EMBEDDED_MODEL.into(),
+        ModelSource::File(p) => std::fs::read(p)
+            .map_err(|source| DetectError::Read {
+                model: name.clone(),
+                source,
+            })?
+            .into(),
+    };
+    let not_onnx = |e: TractError| DetectError::NotOnnx {
+        model: name.clone(),
+        reason: first_line(&e),
+    };
+    let wrong = |reason: String| DetectError::WrongShape {
+        model: name.clone(),
+        reason,
+    };
+    let mut model = tract_onnx::onnx()
+        .model_for_read(&mut &bytes[..])
+        .map_err(not_onnx)?;
+    if model.inputs.len() != 1 {
+        return Err(wrong(format!(
+            "has {} inputs, expected one image input",
+            model.inputs.len()
+        )));
+    }
+    let declared = model
+        .input_fact(0)
+        .ok()
+        .and_then(|f| f.shape.as_concrete_finite().ok().flatten())
+        .map(|s| s.to_vec());
+    let (w, h) = match (cfg.input_size, declared.as_deref()) {
+        (Some(wh), _) => wh,
+        (None, Some([1, 3, h, w])) => (*w as u32, *h as u32),
+        (None, other) => {
+            return Err(wrong(format!(
+                "input shape {other:?} is not [1, 3, H, W]; give the input size explicitly"
+            )));
+        }
+    };
+    if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
+        return Err(wrong(format!(
+            "input size {w}x{h}: both sides must be positive multiples of 32"
+        )));
+    }
+    model.select_outputs_by_name(OUTPUT_NAMES).map_err(|e| {
+        wrong(format!(
+            "lacks the NanoDet outputs {OUTPUT_NAMES:?} ({})",
+            first_line(&e)
+        ))
+    })?;
+    let model = model
+        .with_input_fact(0, f32::fact([1, 3, h as usize, w as usize]).into())
+        .and_then(|m| m.into_typed())
+        .map_err(|e| {
+            wrong(format!(
+                "does not accept a [1, 3, {h}, {w}] f32 input: {}",
+                first_line(&e)
+            ))
+        })?;
+    // Check the output shapes before optimizing, so a wrong head says so clearly.
+    for (i, (name_i, &stride)) in OUTPUT_NAMES.iter().zip(&[8, 8, 16, 16, 32, 32]).enumerate() {
+        let fact = model.output_fact(i).map_err(|e| wrong(first_line(&e)))?;
+        let cells = (w as usize / stride) * (h as usize / stride);
+        let per_cell = if i % 2 == 0 {
+            decode::NUM_CLASSES
+        } else {
+            4 * (decode::REG_MAX + 1)
+        };
+        let shape = fact.shape.as_concrete().map(|s| s.to_vec());
+        let ok = shape
+            .as_deref()
+            .is_some_and(|s| s.iter().product::<usize>() == cells * per_cell);
+        if !ok || fact.datum_type != f32::datum_type() {
+            return Err(wrong(format!(
+                "output {name_i} is {:?} {:?}, expected f32 with {cells}x{per_cell} values",
+                fact.datum_type, shape
+            )));
+        }
+    }
+    let datum = if model
+        .nodes()
+        .iter()
+        .any(|n| n.outputs.iter().any(|o| is_quantized(o.fact.datum_type)))
+    {
+        "int8"
+    } else {
+        "f32"
+    };
+    Ok(Typed {
+        model,
+        name,
+        w,
+        h,
+        datum,
+    })
+}
+
 fn is_quantized(dt: DatumType) -> bool {
     matches!(dt, DatumType::I8 | DatumType::U8) || dt.is_quantized()
 }
@@ -179,100 +289,29 @@ impl Detector {
         Self::load_with_executor(cfg, executor)
     }
 
+    /// Checks without optimizing (a fraction of a load's cost) that the model can be used as
+    /// configured: the file is readable, is ONNX, has one image input accepting the input size
+    /// and the NanoDet outputs. Returns the input `(width, height)` and the datum (`int8`/`f32`).
+    pub fn check(cfg: &DetectorConfig) -> Result<(u32, u32, &'static str), DetectError> {
+        let t = typed_model(cfg)?;
+        Ok((t.w, t.h, t.datum))
+    }
+
     fn load_with_executor(
         cfg: &DetectorConfig,
         executor: Executor,
     ) -> Result<Detector, DetectError> {
-        let name = cfg.model.display_name();
         let t0 = Instant::now();
-        let bytes: std::borrow::Cow<'static, [u8]> = match &cfg.model {
-            ModelSource::Embedded => EMBEDDED_MODEL.into(),
-            ModelSource::File(p) => std::fs::read(p)
-                .map_err(|source| DetectError::Read {
-                    model: name.clone(),
-                    source,
-                })?
-                .into(),
-        };
-        let not_onnx = |e: TractError| DetectError::NotOnnx {
-            model: name.clone(),
-            reason: first_line(&e),
-        };
+        let Typed {
+            model,
+            name,
+            w,
+            h,
+            datum,
+        } = typed_model(cfg)?;
         let wrong = |reason: String| DetectError::WrongShape {
             model: name.clone(),
             reason,
-        };
-        let mut model = tract_onnx::onnx()
-            .model_for_read(&mut &bytes[..])
-            .map_err(not_onnx)?;
-        if model.inputs.len() != 1 {
-            return Err(wrong(format!(
-                "has {} inputs, expected one image input",
-                model.inputs.len()
-            )));
-        }
-        let declared = model
-            .input_fact(0)
-            .ok()
-            .and_then(|f| f.shape.as_concrete_finite().ok().flatten())
-            .map(|s| s.to_vec());
-        let (w, h) = match (cfg.input_size, declared.as_deref()) {
-            (Some(wh), _) => wh,
-            (None, Some([1, 3, h, w])) => (*w as u32, *h as u32),
-            (None, other) => {
-                return Err(wrong(format!(
-                    "input shape {other:?} is not [1, 3, H, W]; give the input size explicitly"
-                )));
-            }
-        };
-        if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
-            return Err(wrong(format!(
-                "input size {w}x{h}: both sides must be positive multiples of 32"
-            )));
-        }
-        model.select_outputs_by_name(OUTPUT_NAMES).map_err(|e| {
-            wrong(format!(
-                "lacks the NanoDet outputs {OUTPUT_NAMES:?} ({})",
-                first_line(&e)
-            ))
-        })?;
-        let model = model
-            .with_input_fact(0, f32::fact([1, 3, h as usize, w as usize]).into())
-            .and_then(|m| m.into_typed())
-            .map_err(|e| {
-                wrong(format!(
-                    "does not accept a [1, 3, {h}, {w}] f32 input: {}",
-                    first_line(&e)
-                ))
-            })?;
-        // Check the output shapes before optimizing, so a wrong head says so clearly.
-        for (i, (name_i, &stride)) in OUTPUT_NAMES.iter().zip(&[8, 8, 16, 16, 32, 32]).enumerate() {
-            let fact = model.output_fact(i).map_err(|e| wrong(first_line(&e)))?;
-            let cells = (w as usize / stride) * (h as usize / stride);
-            let per_cell = if i % 2 == 0 {
-                decode::NUM_CLASSES
-            } else {
-                4 * (decode::REG_MAX + 1)
-            };
-            let shape = fact.shape.as_concrete().map(|s| s.to_vec());
-            let ok = shape
-                .as_deref()
-                .is_some_and(|s| s.iter().product::<usize>() == cells * per_cell);
-            if !ok || fact.datum_type != f32::datum_type() {
-                return Err(wrong(format!(
-                    "output {name_i} is {:?} {:?}, expected f32 with {cells}x{per_cell} values",
-                    fact.datum_type, shape
-                )));
-            }
-        }
-        let datum = if model
-            .nodes()
-            .iter()
-            .any(|n| n.outputs.iter().any(|o| is_quantized(o.fact.datum_type)))
-        {
-            "int8"
-        } else {
-            "f32"
         };
         let plan = model
             .into_optimized()
