@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deb.sh TARGET [--no-build]
+# scripts/deb.sh TARGET [--no-build] [--profile PROFILE]
 #
 # Builds the Debian package for one target, e.g.
 #   scripts/deb.sh aarch64-unknown-linux-gnu          → target/debian/lookout_<v>-1_arm64.deb
@@ -11,14 +11,26 @@
 #
 # The release profile uses fat LTO: a cold ARM release build takes 10-15 min on 2 cores.
 # --no-build packages the binary already in target/TARGET/release/lookout.
+# --profile dev packages the dev-profile binary (dependencies optimised, tract's debug
+# assertions on; stripped by cargo-deb) into target/debian/dev/: what CI installs in the
+# emulated Pi, reusing the build of the ARM tests. Release packages are what you deploy.
 # Prints the package's control data, its contents and the newest glibc symbol version the
 # binary needs (the oldest distribution it runs on).
 set -euo pipefail
 CARGO_DEB_VERSION=3.8.0
-[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
-TARGET=$1
+[ $# -ge 1 ] || { sed -n '2,19p' "$0"; exit 2; }
+TARGET=$1; shift
 BUILD=1
-[ "${2:-}" = "--no-build" ] && BUILD=0
+PROFILE=release
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) BUILD=0 ;;
+    --profile) PROFILE=${2:?--profile needs a name}; shift ;;
+    *) echo "deb.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$PROFILE" in release) PDIR=release ;; dev) PDIR=debug ;; *) PDIR=$PROFILE ;; esac
 cd "$(dirname "$0")/.."
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 
@@ -35,15 +47,21 @@ if ! cargo deb --version 2>/dev/null | grep -q " $CARGO_DEB_VERSION\b"; then
 fi
 
 if [ $BUILD = 1 ]; then
-  echo "deb.sh: cargo build --release --target $TARGET (fat LTO: this takes a while)"
-  cargo build --release --target "$TARGET" --bin lookout
+  echo "deb.sh: cargo build --profile $PROFILE --target $TARGET$([ "$PROFILE" = release ] && echo ' (fat LTO: this takes a while)')"
+  cargo build --profile "$PROFILE" --target "$TARGET" --bin lookout
 fi
-BIN=$TARGET_DIR/$TARGET/release/lookout
+BIN=$TARGET_DIR/$TARGET/$PDIR/lookout
 [ -x "$BIN" ] || { echo "deb.sh: no binary at $BIN (build it, or drop --no-build)" >&2; exit 1; }
 
-# The binary is stripped by the release profile (strip = true), so cargo-deb need not run a
-# target strip tool.
-DEB=$(cargo deb --target "$TARGET" --no-build --no-strip 2>&1 | tee /dev/stderr | grep -E '\.deb$' | tail -1)
+# A release binary is stripped by its profile (strip = true), so cargo-deb need not run a
+# target strip tool; a dev binary carries ~600 MB of debug info and is stripped here.
+if [ "$PROFILE" = release ]; then
+  DEB=$(cargo deb --target "$TARGET" --no-build --no-strip 2>&1 | tee /dev/stderr | grep -E '\.deb$' | tail -1)
+else
+  mkdir -p "$TARGET_DIR/debian/$PROFILE"
+  DEB=$(cargo deb --target "$TARGET" --profile "$PROFILE" --no-build --strip \
+          -o "$TARGET_DIR/debian/$PROFILE/" 2>&1 | tee /dev/stderr | grep -E '\.deb$' | tail -1)
+fi
 [ -f "$DEB" ] || { echo "deb.sh: cargo deb did not report a .deb" >&2; exit 1; }
 
 echo

@@ -220,6 +220,11 @@ impl CoreMap {
     }
 }
 
+/// How fresh the capture thread's last reopen report must be for the tracker to keep the
+/// watchdog fed (reopen attempts come at most 5 s apart; a capture thread stuck inside an
+/// attempt stops the pings and systemd restarts the service).
+const RECONNECT_ALIVE: Duration = Duration::from_secs(15);
+
 /// Pins the calling thread; a failure is logged, never fatal.
 fn pin(core: Option<usize>, what: &str) {
     if let Some(c) = core {
@@ -262,6 +267,10 @@ struct Shared {
     error: Option<source::SourceError>,
     /// Everyone stops.
     shutdown: bool,
+    /// When the source last reported a lost camera or a failed reopen attempt (`None` while
+    /// frames flow). A source busy reopening a vanished camera is alive, not hung: the
+    /// tracker keeps the watchdog fed while these reports keep coming.
+    source_reconnecting: Option<Instant>,
     /// Time in `source.next()` per delivered frame, left here by the capture thread when it
     /// ends (moved into the run's total).
     capture_time: Option<crate::stats::Latency>,
@@ -525,6 +534,7 @@ fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool
                 next_time.record(t0.elapsed());
                 let dropped = src.stats().dropped_stale;
                 let mut g = hub.lock();
+                g.source_reconnecting = None;
                 g.captured += 1;
                 g.source_dropped = dropped;
                 if g.frame.replace(frame).is_some() {
@@ -535,7 +545,20 @@ fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool
             }
             Ok(None) => break,
             Err(e) if e.is_transient() => {
-                log::warn!(LOOKOUT_EVENT = "source_error"; "{e}");
+                let attempts = match &e {
+                    source::SourceError::Disconnected { .. } => Some(0),
+                    source::SourceError::Reconnecting { attempts, .. } => Some(*attempts),
+                    _ => None,
+                };
+                hub.lock().source_reconnecting = attempts.map(|_| Instant::now());
+                // A camera may stay away for hours: the first attempts are logged, then one
+                // a minute or so (the back-off tops out at 5 s).
+                match attempts {
+                    Some(a) if a > 3 && a % 12 != 0 => {
+                        log::debug!(LOOKOUT_EVENT = "source_error"; "{e}")
+                    }
+                    _ => log::warn!(LOOKOUT_EVENT = "source_error"; "{e}"),
+                }
             }
             Err(e) => {
                 log::error!(LOOKOUT_EVENT = "source_error"; "{e}");
@@ -639,6 +662,7 @@ fn track_loop(
     let mut pending: Option<(u64, Duration)> = None; // frame processed, line not yet written
     let (mut last_replaced, mut last_source_dropped, mut last_captured) = (0u64, 0u64, 0u64);
     let end;
+    let mut reconnect_status = false; // STATUS= says the camera is being reopened
 
     loop {
         // ── wait for a frame or a result ──
@@ -654,7 +678,24 @@ fn track_loop(
                 {
                     break;
                 }
+                if let (Some(n), Some(t)) = (&opts.notifier, g.source_reconnecting) {
+                    // Reopen attempts come at most 5 s apart: fresh reports mean the capture
+                    // thread is alive and working on it.
+                    if t.elapsed() < RECONNECT_ALIVE {
+                        n.frame_processed();
+                    }
+                    if !reconnect_status {
+                        reconnect_status = true;
+                        n.status("camera lost: reopening it");
+                    }
+                }
                 g = hub.wait(g, Duration::from_millis(100));
+            }
+            if reconnect_status && g.source_reconnecting.is_none() {
+                reconnect_status = false;
+                if let Some(n) = &opts.notifier {
+                    n.status("running");
+                }
             }
             let results: Vec<DetResult> = g.results.drain(..).collect();
             let frame = if waiting_for.is_none() {
@@ -868,5 +909,124 @@ mod tests {
         c.pipeline.detect_cores = vec![0, 1];
         let m = CoreMap::plan(&c, &[2, 3]);
         assert_eq!((m.capture, m.track, m.detect), (Some(2), Some(3), Some(3)));
+    }
+
+    /// A camera that delivers a few frames, then vanishes and is being reopened for a while
+    /// (`Disconnected`, then `Reconnecting` every 100 ms), then hangs (poll timeouts), then ends.
+    struct Vanishing {
+        calls: u32,
+        seq: u64,
+    }
+
+    impl FrameSource for Vanishing {
+        fn next(&mut self) -> Result<Option<Frame>, source::SourceError> {
+            self.calls += 1;
+            let device = "/dev/video-test".to_string();
+            std::thread::sleep(Duration::from_millis(if self.calls <= 5 {
+                40
+            } else {
+                100
+            }));
+            match self.calls {
+                1..=5 => {
+                    self.seq += 1;
+                    Ok(Some(Frame {
+                        seq: self.seq,
+                        captured_at: monotonic_now(),
+                        width: 64,
+                        height: 48,
+                        format: crate::frame::PixelFormat::Grey,
+                        data: vec![128; 64 * 48],
+                    }))
+                }
+                6 => Err(source::SourceError::Disconnected {
+                    device,
+                    source: std::io::Error::from_raw_os_error(libc::ENODEV),
+                }),
+                7..=20 => Err(source::SourceError::Reconnecting {
+                    device,
+                    attempts: self.calls - 6,
+                    reason: "No such file or directory".into(),
+                    retry_in: Duration::from_millis(100),
+                }),
+                21..=34 => Err(source::SourceError::Timeout {
+                    device,
+                    timeout: Duration::from_millis(100),
+                }),
+                _ => Ok(None),
+            }
+        }
+        fn stats(&self) -> source::SourceStats {
+            source::SourceStats::default()
+        }
+        fn fps(&self) -> Option<f64> {
+            Some(25.0)
+        }
+        fn describe(&self) -> String {
+            "vanishing test camera".into()
+        }
+    }
+
+    #[test]
+    fn watchdog_is_fed_while_a_lost_camera_is_reopened_but_not_while_it_hangs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let notifier =
+            Arc::new(Notifier::with_socket(&path, Some(Duration::from_millis(100))).unwrap());
+        let mut c = cfg(1);
+        c.pipeline.pin_threads = false;
+        c.pipeline.detect_every = 1000;
+        c.model.input_size = vec![64, 64];
+        let core_map = CoreMap::default();
+        let mut parts = Parts {
+            detector: load_detector(&c, &core_map).unwrap(),
+            source: Box::new(Vanishing { calls: 0, seq: 0 }),
+            tracker: Tracker::new(c.tracker.clone()).unwrap(),
+            core_map,
+        };
+        let opts = RunOptions {
+            notifier: Some(notifier),
+            log_events: false,
+            ..RunOptions::default()
+        };
+        let t0 = Instant::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let listener = std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            let mut got = Vec::new();
+            loop {
+                match server.recv(&mut buf) {
+                    Ok(k) => {
+                        got.push((t0.elapsed(), String::from_utf8_lossy(&buf[..k]).to_string()))
+                    }
+                    Err(_) if rx.try_recv().is_ok() => return got,
+                    Err(_) => {}
+                }
+            }
+        });
+        let summary = run_with(&c, &opts, &mut parts).unwrap();
+        tx.send(()).unwrap();
+        let got = listener.join().unwrap();
+        assert_eq!(summary.end, EndReason::EndOfSource);
+        assert_eq!(summary.total.processed, 5);
+        let pings: Vec<f64> = got
+            .iter()
+            .filter(|(_, m)| m == "WATCHDOG=1")
+            .map(|(t, _)| t.as_secs_f64())
+            .collect();
+        // Phases (approximate, from the source's sleeps): frames until ~0.2 s, reopening
+        // ~0.3–1.7 s, hanging ~1.7–3.1 s.
+        let reopening = pings.iter().filter(|t| (0.5..1.6).contains(*t)).count();
+        let hanging = pings.iter().filter(|t| (2.0..3.0).contains(*t)).count();
+        assert!(reopening >= 5, "pings while reopening: {pings:?}");
+        assert_eq!(hanging, 0, "pings while the camera hangs: {pings:?}");
+        assert!(
+            got.iter().any(|(_, m)| m.contains("STATUS=camera lost")),
+            "systemctl status tells the camera is being reopened: {got:?}"
+        );
     }
 }

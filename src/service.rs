@@ -62,6 +62,20 @@ impl Notifier {
         }
     }
 
+    /// A notifier speaking to the datagram socket at `path` with a watchdog of `watchdog`,
+    /// as systemd would set it up (tests stand in for systemd with this).
+    pub fn with_socket(
+        path: &std::path::Path,
+        watchdog: Option<Duration>,
+    ) -> std::io::Result<Notifier> {
+        Ok(Notifier {
+            socket: Some((UnixDatagram::unbound()?, path.to_path_buf())),
+            watchdog,
+            last_ping: Mutex::new(None),
+            ready: AtomicBool::new(false),
+        })
+    }
+
     /// Whether systemd listens.
     pub fn enabled(&self) -> bool {
         self.socket.is_some()

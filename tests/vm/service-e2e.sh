@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# tests/vm/service-e2e.sh [BIN]
+# tests/vm/service-e2e.sh [DEB]
 #
-# lookout as a systemd service on an emulated arm64 machine with a V4L2 camera (the kernel's
-# `vivid` driver as /dev/video0), with the shipped unit (systemd/lookout.service, unchanged
-# but for a drop-in with a longer start timeout) and the shipped config (systemd/lookout.toml,
-# stats every 5 s). It boots the cached guest through the harness's vm-e2e.sh, whose service
-# is a driver (tests/vm/service/job.sh) that installs lookout like the Debian package does and
-# runs, in one boot:
+# lookout's Debian package as a systemd service on an emulated arm64 machine with a V4L2
+# camera (the kernel's `vivid` driver as /dev/video0). It boots the cached guest through the
+# harness's vm-e2e.sh, whose service is a driver (tests/vm/service/job.sh) that runs, in one
+# boot:
+#   0. apt-get install ./lookout_*_arm64.deb → files in place, /etc/lookout/lookout.toml a
+#                                 conffile, the unit enabled and started (READY=1) with the
+#                                 shipped config on /dev/video0
+#   then, with the installed conffile set to stats every 5 s and a small model input, and a
+#   drop-in with a longer start timeout (the unit file itself is the packaged one):
 #   1. start on /dev/video0     → READY=1 reached (systemctl start returns 0, unit active),
 #                                 stats in the journal with FPS, DETECT_FPS, MODEL_TIME_MS,
 #                                 MODEL_TIME_P95_MS, TRACK_TIME_MS, FRAME_AGE_MS,
@@ -18,9 +21,9 @@
 #   5. systemctl stop           → exit status 0, Result=success
 #   6. bad configuration        → exit status 78, Result=exit-code, no restart (NRestarts=0)
 #
-# BIN: an aarch64 lookout; default target/aarch64-unknown-linux-gnu/debug/lookout, built if
-# missing (`cargo build --target aarch64-unknown-linux-gnu --bin lookout`); a stripped copy is
-# what goes into the guest.
+# DEB: an arm64 package; default: `scripts/deb.sh aarch64-unknown-linux-gnu --profile dev`
+# (the dev-profile binary the ARM tests build, stripped; release packages have the same
+# contents, built with fat LTO).
 # Env: VM_DIR (default /var/cache/lookout-ci/vm-<first 12 hex of sha256(vm-build.sh)>),
 #      HARNESS (.ci/harness, else /work/shared/harness), OUT (./vm-service-out),
 #      RUN_WAIT (40: seconds of scenario 1 after READY), TIMEOUT_S (1500),
@@ -38,33 +41,32 @@ RUN_WAIT=${RUN_WAIT:-40}
 MODEL_INPUT=${MODEL_INPUT:-128, 128}
 VIVID_OPTS=${VIVID_OPTS:-n_devs=1 node_types=0x1 num_inputs=1 input_types=0x0}
 TARGET=aarch64-unknown-linux-gnu
-BIN=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/$TARGET/debug/lookout}
 say() { echo "[service-e2e] $*"; }
 
-if [ ! -x "$BIN" ]; then
-  say "building $BIN"
-  (cd "$ROOT" && cargo build --target $TARGET --bin lookout) || { say "FAIL: cross build failed"; exit 2; }
+DEB=${1:-}
+if [ -z "$DEB" ]; then
+  say "building the arm64 package (scripts/deb.sh $TARGET --profile dev)"
+  (cd "$ROOT" && bash scripts/deb.sh $TARGET --profile dev >/dev/null) || { say "FAIL: building the package failed"; exit 2; }
+  DEB=$(ls -t "${CARGO_TARGET_DIR:-$ROOT/target}"/debian/dev/lookout_*_arm64.deb | head -1)
 fi
+[ -s "$DEB" ] || { say "FAIL: no package at $DEB"; exit 2; }
 [ -s "$VM_DIR/rootfs.img" ] || { say "no VM image in $VM_DIR (run $HARNESS/vm-build.sh with OUT_DIR=$VM_DIR)"; exit 2; }
 
 WORK=$(mktemp -d /tmp/lookout-vm-service.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/extra"
-STRIP=aarch64-linux-gnu-strip
-command -v $STRIP >/dev/null || STRIP=true
-cp "$BIN" "$WORK/lookout" && $STRIP "$WORK/lookout"
+mkdir -p "$WORK/extra" "$WORK/pkg"
+cp "$DEB" "$WORK/extra/"
+# vm-e2e.sh wants a binary to install as its edge-daemon: the package's own (unused by the job).
+dpkg-deb -x "$DEB" "$WORK/pkg"
+[ -x "$WORK/pkg/usr/bin/lookout" ] || { say "FAIL: $DEB has no usr/bin/lookout"; exit 2; }
 cp "$ROOT/tests/vm/service/job.sh" "$WORK/extra/job.sh"
 chmod 755 "$WORK/extra/job.sh"
-cp "$ROOT/systemd/lookout.service" "$WORK/extra/lookout.service"
-# The shipped config, with stats every 5 s so a short emulated run sees several reports, and
-# a small model input: under TCG one 416x416 inference takes ~85 s (model load ~40 s), longer
-# than the 30 s watchdog while a reload waits for it; 128x128 is ~10x cheaper.
-sed -e 's/^stats_interval = 10.0$/stats_interval = 5.0/' \
-    -e "s/^input_size = \[\]$/input_size = [$MODEL_INPUT]/" \
-  "$ROOT/systemd/lookout.toml" > "$WORK/extra/lookout.toml"
-grep -q '^stats_interval = 5.0$' "$WORK/extra/lookout.toml" || { say "FAIL: could not set stats_interval in the shipped config"; exit 2; }
-grep -q "^input_size = \[$MODEL_INPUT\]$" "$WORK/extra/lookout.toml" || { say "FAIL: could not set input_size in the shipped config"; exit 2; }
-grep -q '^spec = "/dev/video0"$' "$WORK/extra/lookout.toml" || { say "FAIL: the shipped config does not name /dev/video0"; exit 2; }
+# Under TCG one 416x416 inference takes ~85 s (model load ~40 s): the scenarios after the
+# install run with a small input, set in the installed conffile by the job.
+echo "$MODEL_INPUT" > "$WORK/extra/model-input"
+grep -q '^input_size = \[\]$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the shipped config has no 'input_size = []' line to change"; exit 2; }
+grep -q '^stats_interval = 10.0$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the shipped config has no 'stats_interval = 10.0' line to change"; exit 2; }
+grep -q '^spec = "/dev/video0"$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the shipped config does not name /dev/video0"; exit 2; }
 echo "$VIVID_OPTS" > "$WORK/extra/vivid-opts"
 echo "$RUN_WAIT" > "$WORK/extra/run-wait"
 
@@ -80,11 +82,11 @@ StandardOutput=journal+console
 EOF
 echo "# the driver needs no config; lookout's is in EXTRA_FILES_DIR" > "$WORK/config.toml"
 
-say "VM_DIR=$VM_DIR BIN=$BIN OUT=$OUT"
+say "VM_DIR=$VM_DIR DEB=$DEB OUT=$OUT"
 rc=0
 OUT="$OUT" SERVICE=lookout-e2e RUN_S=${RUN_S:-1200} TIMEOUT_S=${TIMEOUT_S:-1500} CHECK_V4L2=0 \
   ALLOW_STOPPED=0 VIVID_OPTS="$VIVID_OPTS" EXTRA_FILES_DIR="$WORK/extra" \
-  "$HARNESS/vm-e2e.sh" "$WORK/lookout" "$WORK/config.toml" "$WORK/lookout-e2e.service" || rc=$?
+  "$HARNESS/vm-e2e.sh" "$WORK/pkg/usr/bin/lookout" "$WORK/config.toml" "$WORK/lookout-e2e.service" || rc=$?
 if [ "$rc" = 2 ]; then say "FAIL: VM problem (see $OUT/console.log)"; exit 2; fi
 [ -s "$OUT/steps.txt" ] || { say "FAIL: the guest job did not run (see $OUT/console.log, $OUT/journal.json)"; exit 2; }
 grep -q '^DONE' "$OUT/steps.txt" || say "warning: the guest job did not finish (rc=$rc); checking what it produced"

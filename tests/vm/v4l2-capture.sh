@@ -13,12 +13,14 @@
 # BIN defaults to $CARGO_TARGET_DIR/aarch64-unknown-linux-gnu/debug/lookout (the dev profile:
 # dependencies at opt-level 3, shared with the aarch64 test build), built if missing.
 # Env: VM_DIR (default /var/cache/lookout-ci/vm-<first 12 hex of sha256(vm-build.sh)>),
-#      HARNESS (/work/shared/harness), OUT (./vm-capture-out), FRAMES (20),
+#      HARNESS (.ci/harness, else /work/shared/harness), OUT (./vm-capture-out), FRAMES (20),
 #      FORMATS ("YUYV NV12 GREY"), LOSS_TEST (1), RUN_S (300), TIMEOUT_S (900).
 # Exit: 0 all assertions held; 1 an assertion failed (each failure printed); 2 VM/setup problem.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-HARNESS=${HARNESS:-/work/shared/harness}
+if [ -z "${HARNESS:-}" ]; then
+  if [ -x "$ROOT/.ci/harness/vm-e2e.sh" ]; then HARNESS=$ROOT/.ci/harness; else HARNESS=/work/shared/harness; fi
+fi
 KEY=$(sha256sum "$HARNESS/vm-build.sh" | cut -c1-12)
 export VM_DIR=${VM_DIR:-/var/cache/lookout-ci/vm-$KEY}
 OUT=$(mkdir -p "${OUT:-./vm-capture-out}" && cd "${OUT:-./vm-capture-out}" && pwd)

@@ -81,6 +81,34 @@ def fps(e):
         return 0.0
 
 
+# --- 0. the package: installs, enables and starts the unit with the shipped config ---------------
+inst = read("install.txt")
+if notes.get("INSTALL_RC") != "0":
+    fail(f"install: apt-get install ./{notes.get('DEB')} rc {notes.get('INSTALL_RC')}: {inst[-600:]}")
+else:
+    info(f"install: {notes.get('DEB')} installed in {(marks['installed'] - marks['install']) / 1e6:.1f} s "
+         f"(emulated; includes the start of the service)")
+for path in ["/usr/bin/lookout", "/etc/lookout/lookout.toml", "/lib/systemd/system/lookout.service",
+             "/usr/share/lookout/models/nanodet-g-320-int8.onnx", "/usr/share/doc/lookout/NOTICE"]:
+    alt = path.replace("/lib/systemd", "/usr/lib/systemd")
+    if notes.get("INSTALL_RC") == "0" and path not in inst and alt not in inst:
+        fail(f"install: the package does not install {path}")
+if notes.get("INSTALL_RC") == "0" and "/etc/lookout/lookout.toml" not in inst.split("== conffiles", 1)[-1]:
+    fail("install: /etc/lookout/lookout.toml is not a conffile")
+if notes.get("ENABLED") != "enabled":
+    fail(f"install: the unit is not enabled after installing (is-enabled: {notes.get('ENABLED')})")
+if notes.get("INSTALL_ACTIVE") != "active":
+    fail(f"install: the unit is not running after installing (is-active: {notes.get('INSTALL_ACTIVE')})")
+first = between("install", "installed")
+if notes.get("INSTALL_ACTIVE") == "active":
+    if not any("/etc/lookout/lookout.toml" in msg(e) for e in first):
+        fail("install: the started service did not log its configuration /etc/lookout/lookout.toml")
+    if not any("loaded" in msg(e) and "model" in msg(e) for e in first):
+        fail("install: the started service did not log its model load")
+    else:
+        info("install: enabled, started (READY=1) with the shipped configuration: "
+             + next(msg(e) for e in first if "loaded" in msg(e) and "model" in msg(e)))
+
 # --- 1. start: READY, stats, sandbox ------------------------------------------------------------
 if notes.get("CHECK_CONFIG_RC") != "0":
     fail(f"`lookout check-config /etc/lookout/lookout.toml` in the guest: rc {notes.get('CHECK_CONFIG_RC')}: "

@@ -2,11 +2,15 @@
 # tests/vm/service/job.sh — runs INSIDE the arm64 guest, as the oneshot unit
 # lookout-e2e.service that ../service-e2e.sh hands to the harness (vm-e2e.sh).
 #
-# It installs lookout the way the Debian package does (binary /usr/bin/lookout, config
-# /etc/lookout/lookout.toml, the shipped unit systemd/lookout.service unchanged) and drives
-# it through the scenarios with systemctl, writing to the job share (/mnt/job/out):
+# It installs the Debian package (lookout_*_arm64.deb from the job's extra files) with
+# `apt-get install ./lookout_*.deb`, as a Pi owner would: the package enables and starts the
+# unit with the shipped /etc/lookout/lookout.toml on /dev/video0. It records that, then stops
+# the service, applies the test's settings to the conffile (stats every 5 s, a small model
+# input) and a drop-in (below), and drives the scenarios with systemctl, writing to the job
+# share (/mnt/job/out):
 #   steps.txt            "MARK <phase> <realtime µs>" lines and the results of each step
 #   lookout-journal.json journalctl -u lookout -o json (the assertions run on the host)
+#   install.txt          apt-get's output; dpkg -L lookout; dpkg-query's conffiles
 #   security.txt         systemd-analyze security lookout.service (online, guest systemd)
 #   proc-*.txt           /proc views of the running daemon (user, groups, seccomp, affinity)
 # The only change to the unit is a drop-in (zz-e2e.conf): a longer start timeout, since
@@ -27,9 +31,27 @@ exits() { note "EXITS $1 $(tr '\n' ';' < /run/lookout-exit 2>/dev/null)"; }
 VIVID_OPTS=$(cat $X/vivid-opts)
 RUN_WAIT=$(cat $X/run-wait)
 
-install -m 755 /usr/local/bin/edge-daemon /usr/bin/lookout
-install -D -m 644 $X/lookout.toml /etc/lookout/lookout.toml
-install -m 644 $X/lookout.service /etc/systemd/system/lookout.service
+# --- 0. install the package: enabled and started with the shipped configuration ---
+DEB=$(ls $X/lookout_*_arm64.deb 2>/dev/null | head -1)
+note "DEB ${DEB##*/}"
+mark install
+# (apt wants a path with a slash to take a file; this guest is offline: the dependencies,
+# libc6 and libgcc-s1, are already there.)
+DEBIAN_FRONTEND=noninteractive apt-get install -y "$DEB" > $O/install.txt 2>&1
+note "INSTALL_RC $?"
+mark installed
+note "ENABLED $(systemctl is-enabled lookout 2>&1)"
+note "INSTALL_ACTIVE $(systemctl is-active lookout 2>&1)"
+show installed
+{ echo "== dpkg -L lookout"; dpkg -L lookout; echo "== conffiles"; dpkg-query -W -f='${Conffiles}\n' lookout; } >> $O/install.txt 2>&1
+systemctl stop lookout
+note "INSTALL_STOP_RC $?"
+
+# The test's settings, in the installed conffile: stats every 5 s so a short emulated run sees
+# several reports, and a small model input (under TCG one 416x416 inference takes ~85 s).
+sed -i -e 's/^stats_interval = 10.0$/stats_interval = 5.0/' \
+       -e "s/^input_size = \[\]$/input_size = [$(cat $X/model-input)]/" /etc/lookout/lookout.toml
+grep -E '^(stats_interval|input_size|spec) ' /etc/lookout/lookout.toml | tr '\n' ' ' | sed 's/^/TEST_SETTINGS /' >> "$S"; echo >> "$S"
 mkdir -p /etc/systemd/system/lookout.service.d
 cat > /etc/systemd/system/lookout.service.d/zz-e2e.conf <<'UNIT'
 [Service]
@@ -37,6 +59,7 @@ TimeoutStartSec=900
 ExecStopPost=+/bin/sh -c 'echo "SERVICE_RESULT=$SERVICE_RESULT EXIT_CODE=$EXIT_CODE EXIT_STATUS=$EXIT_STATUS" >> /run/lookout-exit'
 UNIT
 systemctl daemon-reload
+rm -f /run/lookout-exit
 systemd-analyze security lookout.service > $O/security.txt 2>&1
 /usr/bin/lookout check-config /etc/lookout/lookout.toml > $O/check-config.txt 2>&1
 note "CHECK_CONFIG_RC $?"
