@@ -429,6 +429,13 @@ pub fn run_with(
         cv: Condvar::new(),
     });
     let lockstep = opts.schedule == Schedule::Lockstep;
+    // A recording played as fast as possible would otherwise hand out frames in a busy loop
+    // (hundreds of thousands a second, all replaced unseen), burning a core the tracker may
+    // share: it waits until the tracker took the previous frame. Cameras and real-time
+    // replays pace themselves.
+    let wait_for_slot = lockstep
+        || (!cfg.source.spec.starts_with("/dev/")
+            && source_options(cfg, opts.pace).pace == Pacing::AsFastAsPossible);
     let cpu0 = process_cpu_time();
     // Once the tracker has ended the run, the scope still waits for the inference in flight
     // (seconds on a slow board): keep systemd's watchdog fed through that bounded wait.
@@ -444,7 +451,7 @@ pub fn run_with(
             .name("lookout-capture".into())
             .spawn_scoped(scope, move || {
                 pin(cap_core, "capture");
-                capture_loop(&mut **src, &h, &stop, lockstep)
+                capture_loop(&mut **src, &h, &stop, wait_for_slot)
             })
             .map_err(|e| PipelineError::Thread(format!("capture: {e}")))?;
         // ── detector ──
@@ -512,13 +519,21 @@ pub fn run_with(
     Ok(summary)
 }
 
-fn capture_loop(src: &mut (dyn FrameSource + Send), hub: &Hub, stop: &AtomicBool, lockstep: bool) {
+/// The capture thread. `wait_for_slot`: hand out a frame only once the tracker took the
+/// previous one (lockstep runs, recordings played as fast as possible); otherwise the newest
+/// frame replaces an untaken one (a camera never waits).
+fn capture_loop(
+    src: &mut (dyn FrameSource + Send),
+    hub: &Hub,
+    stop: &AtomicBool,
+    wait_for_slot: bool,
+) {
     let mut next_time = crate::stats::Latency::default();
     loop {
         if stop.load(Ordering::Relaxed) || hub.lock().shutdown {
             break;
         }
-        if lockstep {
+        if wait_for_slot {
             // Wait until the tracker took the previous frame: nothing is dropped.
             let mut g = hub.lock();
             while g.frame.is_some() && !g.shutdown {
