@@ -6,7 +6,7 @@
 #   scripts/deb.sh armv7-unknown-linux-gnueabihf      → target/debian/lookout_<v>-1_armhf.deb
 # with cargo-deb (pinned below; installed from crates.io if missing). The package holds
 # /usr/bin/lookout, /etc/lookout/lookout.toml (a conffile), the systemd unit (enabled and
-# started on install; a DynamicUser, so no user is created), the INT8 models in
+# started on install; postinst creates the system user `lookout` it runs as), the INT8 models in
 # /usr/share/lookout/models and the licences/NOTICE in /usr/share/doc/lookout.
 #
 # The release profile uses fat LTO: a cold ARM release build takes 10-15 min on 2 cores.
@@ -74,4 +74,10 @@ dpkg-deb -f "$DEB" >/dev/null && dpkg-deb --ctrl-tarfile "$DEB" | tar -xOf - ./c
 if command -v "$OBJDUMP" >/dev/null; then
   floor=$("$OBJDUMP" -T "$BIN" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
   echo "== glibc floor: $floor (the binary needs a C library at least this new)"
+  # The package's Depends (Cargo.toml) must promise at least that much.
+  want=$(dpkg-deb -f "$DEB" Depends | grep -o 'libc6 (>= [0-9.]*)' | grep -o '[0-9][0-9.]*')
+  if [ -n "$want" ] && [ "$(printf '%s\n%s\n' "${floor#GLIBC_}" "$want" | sort -V | tail -1)" != "$want" ]; then
+    echo "deb.sh: the binary needs $floor but the package depends on libc6 >= $want: raise it in Cargo.toml" >&2
+    exit 1
+  fi
 fi

@@ -158,7 +158,47 @@ if status and "NoNewPrivs:\t1" not in status:
 if status:
     uid = next((l.split()[1] for l in status.splitlines() if l.startswith("Uid:")), "0")
     if uid == "0":
-        fail("sandbox: the daemon runs as root (expected a DynamicUser)")
+        fail("sandbox: the daemon runs as root")
+# Each hardening setting, as the kernel applies it to the running daemon.
+pw = read("passwd-lookout.txt").strip().split(":")
+if len(pw) < 3:
+    fail("package: no system user `lookout` after installing")
+elif status:
+    uid = next((l.split()[1] for l in status.splitlines() if l.startswith("Uid:")), "?")
+    if uid != pw[2]:
+        fail(f"sandbox: the daemon runs as uid {uid}, not the package's user lookout ({pw[2]})")
+    else:
+        info(f"sandbox: runs as the system user lookout (uid {uid})")
+caps = dict(l.split(":", 1) for l in read("proc-caps.txt").splitlines() if ":" in l)
+for k in ["CapPrm", "CapEff", "CapBnd", "CapAmb"]:
+    if caps and int(caps.get(k, "1").strip() or "1", 16) != 0:
+        fail(f"sandbox: {k} = {caps.get(k, '?').strip()} (CapabilityBoundingSet= should leave none)")
+ns = {l.split()[0]: l.split()[1:] for l in read("proc-ns.txt").splitlines() if len(l.split()) == 3}
+for name, setting in [("net", "PrivateNetwork"), ("ipc", "PrivateIPC"), ("uts", "ProtectHostname"),
+                      ("mnt", "ProtectSystem/PrivateTmp"), ("user", "PrivateUsers")]:
+    if ns and (name not in ns or ns[name][0] == ns[name][1]):
+        fail(f"sandbox: the daemon shares PID 1's {name} namespace ({setting} not applied)")
+mounts = {}
+for l in read("proc-mountinfo.txt").splitlines():
+    f = l.split()
+    if len(f) > 5:
+        mounts[f[4]] = f[5]  # mount point -> per-mount options
+for point, setting in [("/", "ProtectSystem=strict"), ("/usr", "ProtectSystem=strict"),
+                       ("/proc/sys", "ProtectKernelTunables"), ("/sys/fs/cgroup", "ProtectControlGroups")]:
+    opts = mounts.get(point)
+    if mounts and (opts is None or "ro" not in opts.split(",")):
+        # "/usr" is on "/" in this guest: the root mount's flag covers it.
+        if point == "/usr" and opts is None and "ro" in mounts.get("/", "").split(","):
+            continue
+        fail(f"sandbox: {point} is not read-only for the daemon ({setting}): {opts}")
+for point, setting in [("/tmp", "PrivateTmp"), ("/home", "ProtectHome"), ("/var/lib/lookout", "StateDirectory")]:
+    if mounts and point not in mounts:
+        fail(f"sandbox: no own mount at {point} ({setting})")
+if mounts.get("/var/lib/lookout") and "rw" not in mounts["/var/lib/lookout"].split(","):
+    fail("sandbox: the state directory /var/lib/lookout is not writable")
+if mounts and ns and caps:
+    info("sandbox: no capabilities; own net/ipc/uts/mnt/user namespaces; / /proc/sys /sys/fs/cgroup "
+         "read-only; private /tmp, hidden /home, writable /var/lib/lookout")
 sec = [l for l in read("security.txt").splitlines() if "Overall exposure level" in l]
 info("guest " + (sec[0].strip() if sec else "systemd-analyze security: no result"))
 if run_end := shows.get("run_end"):

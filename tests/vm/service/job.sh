@@ -77,6 +77,13 @@ if [ -n "$PID" ] && [ "$PID" != 0 ]; then
     echo "$(cat $t/comm 2>/dev/null) $(grep Cpus_allowed_list $t/status 2>/dev/null)"
   done > $O/proc-threads.txt
   ps -o user=,group=,supgrp= -p "$PID" > $O/proc-user.txt 2>&1
+  # The sandbox as the kernel sees it: capabilities, namespaces (own vs PID 1's), mounts.
+  grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/$PID/status > $O/proc-caps.txt 2>&1
+  for ns in net ipc uts mnt user; do
+    echo "$ns $(readlink /proc/$PID/ns/$ns) $(readlink /proc/1/ns/$ns)"
+  done > $O/proc-ns.txt
+  cat /proc/$PID/mountinfo > $O/proc-mountinfo.txt 2>&1
+  getent passwd lookout > $O/passwd-lookout.txt 2>&1
 fi
 sleep "$RUN_WAIT"
 mark run_end
