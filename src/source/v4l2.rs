@@ -258,10 +258,13 @@ impl FrameSource for V4l2Source {
             // Buffer timestamps are CLOCK_MONOTONIC unless the driver says otherwise.
             let monotonic =
                 meta.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC;
+            // A timestamp from the future (vivid stamps the frame's ideal time, which runs ahead
+            // of a slow machine) would make frame ages 0: such frames count from now.
+            let now = monotonic_now();
             let captured_at = if meta.timestamp.is_zero() || !monotonic {
-                monotonic_now()
+                now
             } else {
-                meta.timestamp
+                meta.timestamp.min(now)
             };
             // Sequence numbers count every frame dequeued, so gaps show the dropped ones.
             let seq = self.next_seq + newest.dropped;
