@@ -75,7 +75,7 @@ if command -v "$OBJDUMP" >/dev/null; then
   floor=$("$OBJDUMP" -T "$BIN" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
   echo "== glibc floor: $floor (the binary needs a C library at least this new)"
   # The package's Depends (Cargo.toml) must promise at least that much.
-  want=$(dpkg-deb -f "$DEB" Depends | grep -o 'libc6 (>= [0-9.]*)' | grep -o '[0-9][0-9.]*')
+  want=$(dpkg-deb -f "$DEB" Depends | sed -n 's/.*libc6 (>= \([0-9.]*\)).*/\1/p')
   if [ -n "$want" ] && [ "$(printf '%s\n%s\n' "${floor#GLIBC_}" "$want" | sort -V | tail -1)" != "$want" ]; then
     echo "deb.sh: the binary needs $floor but the package depends on libc6 >= $want: raise it in Cargo.toml" >&2
     exit 1
