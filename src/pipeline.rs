@@ -267,6 +267,8 @@ struct Shared {
     error: Option<source::SourceError>,
     /// Everyone stops.
     shutdown: bool,
+    /// The detector thread has ended.
+    detector_exited: bool,
     /// When the source last reported a lost camera or a failed reopen attempt (`None` while
     /// frames flow). A source busy reopening a vanished camera is alive, not hung: the
     /// tracker keeps the watchdog fed while these reports keep coming.
@@ -331,8 +333,8 @@ fn thread_cpu_time() -> Duration {
 
 /// What a run is made of; kept across runs so a reload restarts only what changed.
 pub struct Parts {
-    /// The loaded model.
-    pub detector: Detector,
+    /// The loaded model (shared with the detector thread of a run).
+    pub detector: Arc<Detector>,
     /// The open source.
     pub source: Box<dyn FrameSource + Send>,
     /// The tracker and its tracks.
@@ -376,7 +378,7 @@ pub fn load_detector(cfg: &Config, core_map: &CoreMap) -> Result<Detector, Pipel
 /// Builds every part for `cfg`: model, source, tracker, core map.
 pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError> {
     let core_map = CoreMap::plan(cfg, &allowed_cores());
-    let detector = load_detector(cfg, &core_map)?;
+    let detector = Arc::new(load_detector(cfg, &core_map)?);
     let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
     let tracker =
         Tracker::new(cfg.tracker.clone()).map_err(|e| PipelineError::Tracker(e.to_string()))?;
@@ -442,6 +444,25 @@ pub fn run_with(
     let keep_alive = opts.notifier.as_ref().map(|n| n.keep_alive());
     let keep_alive = keep_alive.as_ref();
 
+    // ── detector ── not a scoped thread: a stop need not wait for the inference in flight
+    // (a second or more on a Pi 3 / Zero 2 W), the process may end while it runs.
+    let det_thread = {
+        let h = hub.clone();
+        let det_core = core_map.detect;
+        let delay = opts.detect_delay;
+        let resize = cfg.model.resize;
+        let det = Arc::clone(detector);
+        std::thread::Builder::new()
+            .name("lookout-detect".into())
+            .spawn(move || {
+                pin(det_core, "detector");
+                detect_loop(&det, &h, delay, resize);
+                h.lock().detector_exited = true;
+                h.cv.notify_all();
+            })
+            .map_err(|e| PipelineError::Thread(format!("detector: {e}")))?
+    };
+
     let summary = std::thread::scope(|scope| -> Result<Summary, PipelineError> {
         // ── capture ──
         let h = hub.clone();
@@ -454,19 +475,6 @@ pub fn run_with(
                 capture_loop(&mut **src, &h, &stop, wait_for_slot)
             })
             .map_err(|e| PipelineError::Thread(format!("capture: {e}")))?;
-        // ── detector ──
-        let h = hub.clone();
-        let det_core = core_map.detect;
-        let delay = opts.detect_delay;
-        let resize = cfg.model.resize;
-        let det = detector;
-        std::thread::Builder::new()
-            .name("lookout-detect".into())
-            .spawn_scoped(scope, move || {
-                pin(det_core, "detector");
-                detect_loop(det, &h, delay, resize)
-            })
-            .map_err(|e| PipelineError::Thread(format!("detector: {e}")))?;
         // ── tracker (publishes) ──
         let h = hub.clone();
         let trk_core = core_map.track;
@@ -504,8 +512,30 @@ pub fn run_with(
             core_map: core_map.clone(),
             thread_cpu: ThreadCpu::default(),
         })
-    })?;
-    let mut summary = summary;
+    });
+    // Release the detector whatever happened (the tracker normally did already).
+    hub.lock().shutdown = true;
+    hub.cv.notify_all();
+    if matches!(&summary, Ok(s) if s.end == EndReason::Stopped) {
+        // Stop within a second: give the detector a moment, then leave its inference behind.
+        let deadline = Instant::now() + Duration::from_millis(250);
+        let mut g = hub.lock();
+        while !g.detector_exited && Instant::now() < deadline {
+            g = hub.wait(g, deadline.saturating_duration_since(Instant::now()));
+        }
+        let exited = g.detector_exited;
+        drop(g);
+        if exited {
+            let _ = det_thread.join();
+        } else {
+            log::info!("stopping without waiting for the inference in flight");
+        }
+    } else {
+        det_thread
+            .join()
+            .map_err(|_| PipelineError::Thread("detector panicked".into()))?;
+    }
+    let mut summary = summary?;
     summary.cpu_time = process_cpu_time().saturating_sub(cpu0);
     let mut g = hub.lock();
     if let Some(e) = g.error.take() {
@@ -998,7 +1028,7 @@ mod tests {
         c.model.input_size = vec![64, 64];
         let core_map = CoreMap::default();
         let mut parts = Parts {
-            detector: load_detector(&c, &core_map).unwrap(),
+            detector: Arc::new(load_detector(&c, &core_map).unwrap()),
             source: Box::new(Vanishing { calls: 0, seq: 0 }),
             tracker: Tracker::new(c.tracker.clone()).unwrap(),
             core_map,

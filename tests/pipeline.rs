@@ -154,6 +154,33 @@ fn stop_flag_ends_a_live_run_within_a_second() {
 }
 
 #[test]
+fn stop_does_not_wait_for_a_slow_inference() {
+    // A board where one inference takes seconds (Pi 3 / Zero 2 W with the 416 model): SIGTERM
+    // still ends the run within a second, leaving the inference in flight behind.
+    let cfg = clip_config(10, 5);
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RunOptions {
+        stop: stop.clone(),
+        log_events: false,
+        detect_delay: Duration::from_secs(6),
+        ..RunOptions::default()
+    };
+    let s = std::thread::spawn(move || pipeline::run(&cfg, &opts));
+    std::thread::sleep(Duration::from_millis(3000));
+    let asked = std::time::Instant::now();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let r = s.join().unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "stopped after {:?} with an inference in flight",
+        asked.elapsed()
+    );
+    let s = r.unwrap();
+    assert_eq!(s.end, EndReason::Stopped);
+    assert!(s.total.processed >= 10, "{}", s.total.processed);
+}
+
+#[test]
 fn bad_source_spec_is_a_clear_error() {
     let mut cfg = Config::default();
     cfg.source.spec = "/nonexistent/clip.mjpeg".into();

@@ -134,7 +134,7 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
     if new.model != cfg.model || core_map != parts.core_map {
         match pipeline::load_detector(&new, &core_map) {
             Ok(d) => {
-                parts.detector = d;
+                parts.detector = Arc::new(d);
                 parts.core_map = core_map;
                 changed.push("model");
             }
