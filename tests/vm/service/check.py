@@ -191,11 +191,14 @@ for point, setting in [("/", "ProtectSystem=strict"), ("/usr", "ProtectSystem=st
         if point == "/usr" and opts is None and "ro" in mounts.get("/", "").split(","):
             continue
         fail(f"sandbox: {point} is not read-only for the daemon ({setting}): {opts}")
-for point, setting in [("/tmp", "PrivateTmp"), ("/home", "ProtectHome"), ("/var/lib/lookout", "StateDirectory")]:
+for point, setting in [("/tmp", "PrivateTmp"), ("/home", "ProtectHome")]:
     if mounts and point not in mounts:
         fail(f"sandbox: no own mount at {point} ({setting})")
-if mounts.get("/var/lib/lookout") and "rw" not in mounts["/var/lib/lookout"].split(","):
-    fail("sandbox: the state directory /var/lib/lookout is not writable")
+# StateDirectory=: with DynamicUser=yes it lives in /var/lib/private/lookout (/var/lib/lookout
+# links there), the only writable place under the read-only /var/lib.
+state = mounts.get("/var/lib/lookout") or mounts.get("/var/lib/private/lookout")
+if mounts and (state is None or "rw" not in state.split(",")):
+    fail(f"sandbox: the state directory /var/lib/lookout is not a writable mount ({state})")
 if mounts and ns and caps:
     info("sandbox: no capabilities; own net/ipc/uts/mnt/user namespaces; / /proc/sys /sys/fs/cgroup "
          "read-only; private /tmp, hidden /home, writable /var/lib/lookout")
