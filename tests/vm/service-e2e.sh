@@ -55,7 +55,8 @@ fi
 WORK=$(mktemp -d /tmp/lookout-vm-service.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/extra" "$WORK/pkg"
-cp "$DEB" "$WORK/extra/"
+# Under its Debian name (package_version_arch.deb), whatever the file is called here.
+cp "$DEB" "$WORK/extra/$(dpkg-deb -f "$DEB" Package)_$(dpkg-deb -f "$DEB" Version)_$(dpkg-deb -f "$DEB" Architecture).deb"
 # vm-e2e.sh wants a binary to install as its edge-daemon: the package's own (unused by the job).
 dpkg-deb -x "$DEB" "$WORK/pkg"
 [ -x "$WORK/pkg/usr/bin/lookout" ] || { say "FAIL: $DEB has no usr/bin/lookout"; exit 2; }

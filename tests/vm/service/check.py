@@ -83,7 +83,9 @@ def fps(e):
 
 # --- 0. the package: installs, enables and starts the unit with the shipped config ---------------
 inst = read("install.txt")
-if notes.get("INSTALL_RC") != "0":
+if not notes.get("DEB"):
+    fail("install: the guest found no lookout_*_arm64.deb to install")
+elif notes.get("INSTALL_RC") != "0":
     fail(f"install: apt-get install ./{notes.get('DEB')} rc {notes.get('INSTALL_RC')}: {inst[-600:]}")
 else:
     info(f"install: {notes.get('DEB')} installed in {(marks['installed'] - marks['install']) / 1e6:.1f} s "
