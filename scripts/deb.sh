@@ -55,13 +55,19 @@ BIN=$TARGET_DIR/$TARGET/$PDIR/lookout
 
 # A release binary is stripped by its profile (strip = true), so cargo-deb need not run a
 # target strip tool; a dev binary carries ~600 MB of debug info and is stripped here.
+# (cargo deb's output goes through a file: `tee /dev/stderr` would truncate a log file that
+# stderr is redirected to.)
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
 if [ "$PROFILE" = release ]; then
-  DEB=$(cargo deb --target "$TARGET" --no-build --no-strip 2>&1 | tee /dev/stderr | grep -E '\.deb$' | tail -1)
+  cargo deb --target "$TARGET" --no-build --no-strip > "$LOG" 2>&1 || { cat "$LOG" >&2; exit 1; }
 else
   mkdir -p "$TARGET_DIR/debian/$PROFILE"
-  DEB=$(cargo deb --target "$TARGET" --profile "$PROFILE" --no-build --strip \
-          -o "$TARGET_DIR/debian/$PROFILE/" 2>&1 | tee /dev/stderr | grep -E '\.deb$' | tail -1)
+  cargo deb --target "$TARGET" --profile "$PROFILE" --no-build --strip \
+    -o "$TARGET_DIR/debian/$PROFILE/" > "$LOG" 2>&1 || { cat "$LOG" >&2; exit 1; }
 fi
+cat "$LOG" >&2
+DEB=$(grep -E '\.deb$' "$LOG" | tail -1)
 [ -f "$DEB" ] || { echo "deb.sh: cargo deb did not report a .deb" >&2; exit 1; }
 
 echo
