@@ -52,6 +52,13 @@ pub trait FrameSource {
 
     /// One line for logs: what this source is (device and negotiated mode, or file).
     fn describe(&self) -> String;
+
+    /// True when frames come as fast as they are asked for (a recording played unpaced):
+    /// nothing else limits the rate, so a consumer should take them one at a time. Cameras
+    /// and paced replays deliver at their own rate.
+    fn unpaced(&self) -> bool {
+        false
+    }
 }
 
 /// Counters a source keeps; all monotonically increasing.

@@ -197,6 +197,10 @@ impl FrameSource for ReplaySource {
         Some(self.fps)
     }
 
+    fn unpaced(&self) -> bool {
+        self.pacer.interval.is_none()
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} at {:.2} fps{}{}",
