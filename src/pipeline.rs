@@ -225,6 +225,39 @@ impl CoreMap {
 /// attempt stops the pings and systemd restarts the service).
 const RECONNECT_ALIVE: Duration = Duration::from_secs(15);
 
+/// Runs `f` while a helper thread pings systemd's watchdog at half its period: for bounded
+/// waits that are not hangs (a reload loading a new model, the end of a run waiting for the
+/// inference in flight), so systemd does not kill a healthy daemon. Without a watchdog it
+/// just runs `f`.
+pub fn keeping_watchdog_fed<T>(notifier: Option<&Notifier>, f: impl FnOnce() -> T) -> T {
+    let Some((n, period)) = notifier.and_then(|n| n.watchdog_period().map(|p| (n, p))) else {
+        return f();
+    };
+    let done = (Mutex::new(false), Condvar::new());
+    std::thread::scope(|scope| {
+        let pinger = std::thread::Builder::new()
+            .name("lookout-keepalive".into())
+            .spawn_scoped(scope, || {
+                let mut finished = done.0.lock().unwrap_or_else(|p| p.into_inner());
+                while !*finished {
+                    n.ping_watchdog();
+                    finished = done
+                        .1
+                        .wait_timeout(finished, period / 2)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            });
+        if let Err(e) = pinger {
+            log::warn!("cannot start the watchdog keep-alive thread: {e}");
+        }
+        let out = f();
+        *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        done.1.notify_all();
+        out
+    })
+}
+
 /// Pins the calling thread; a failure is logged, never fatal.
 fn pin(core: Option<usize>, what: &str) {
     if let Some(c) = core {
@@ -435,15 +468,8 @@ pub fn run_with(
     // (hundreds of thousands a second, all replaced unseen), burning a core the tracker may
     // share: it waits until the tracker took the previous frame. Cameras and real-time
     // replays pace themselves.
-    let wait_for_slot = lockstep
-        || (!cfg.source.spec.starts_with("/dev/")
-            && source_options(cfg, opts.pace).pace == Pacing::AsFastAsPossible);
+    let wait_for_slot = lockstep || src.unpaced();
     let cpu0 = process_cpu_time();
-    // Once the tracker has ended the run, the scope still waits for the inference in flight
-    // (seconds on a slow board): keep systemd's watchdog fed through that bounded wait.
-    let keep_alive = opts.notifier.as_ref().map(|n| n.keep_alive());
-    let keep_alive = keep_alive.as_ref();
-
     // ── detector ── not a scoped thread: a stop need not wait for the inference in flight
     // (a second or more on a Pi 3 / Zero 2 W), the process may end while it runs.
     let det_thread = {
@@ -483,9 +509,6 @@ pub fn run_with(
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
                 let r = track_loop(cfg, opts, &h, tracker, writer.as_mut(), labels.as_deref());
-                if let Some(k) = keep_alive {
-                    k.arm();
-                }
                 // Whatever happened, release the other threads.
                 let mut g = h.lock();
                 g.shutdown = true;
@@ -531,8 +554,8 @@ pub fn run_with(
             log::info!("stopping without waiting for the inference in flight");
         }
     } else {
-        det_thread
-            .join()
+        // The inference in flight may take seconds on a slow board: a bounded wait, not a hang.
+        keeping_watchdog_fed(opts.notifier.as_deref(), || det_thread.join())
             .map_err(|_| PipelineError::Thread("detector panicked".into()))?;
     }
     let mut summary = summary?;
@@ -1073,5 +1096,34 @@ mod tests {
             got.iter().any(|(_, m)| m.contains("STATUS=camera lost")),
             "systemctl status tells the camera is being reopened: {got:?}"
         );
+    }
+
+    #[test]
+    fn keeping_watchdog_fed_pings_only_while_the_wait_lasts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let n = Notifier::with_socket(&path, Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(server.recv(&mut buf).is_err(), "no ping before the wait");
+        let out = keeping_watchdog_fed(Some(&n), || {
+            std::thread::sleep(Duration::from_millis(350));
+            7
+        });
+        assert_eq!(out, 7);
+        for _ in 0..3 {
+            let len = server.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..len], b"WATCHDOG=1");
+        }
+        while server.recv(&mut buf).is_ok() {} // drain what was in flight
+        assert!(
+            server.recv(&mut buf).is_err(),
+            "pings stop when the wait ends"
+        );
+        // Without systemd it only runs the closure.
+        assert_eq!(keeping_watchdog_fed(None, || 3), 3);
     }
 }

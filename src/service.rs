@@ -6,7 +6,7 @@
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Flags set by signal handlers.
@@ -124,80 +124,20 @@ impl Notifier {
         self.send("STOPPING=1");
     }
 
-    /// A keep-alive, inactive until [`KeepAlive::arm`]: from then on until it is dropped, a
-    /// helper thread pings the watchdog at half its period. For bounded waits that are not a
-    /// hang — a reload loading a new model, the end of a run waiting for the inference in
-    /// flight (seconds on a slow board) — so systemd does not kill a healthy daemon.
-    pub fn keep_alive(self: &Arc<Self>) -> KeepAlive {
-        KeepAlive {
-            notifier: self.clone(),
-            state: Arc::new((Mutex::new(KeepState::Idle), Condvar::new())),
-            thread: Mutex::new(None),
-        }
+    /// The watchdog period systemd asked for, when it listens and set one.
+    pub fn watchdog_period(&self) -> Option<Duration> {
+        self.watchdog.filter(|_| self.enabled())
+    }
+
+    /// `WATCHDOG=1` now, whatever the rate limit of [`Notifier::frame_processed`].
+    pub fn ping_watchdog(&self) {
+        *self.last_ping.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.send("WATCHDOG=1");
     }
 
     /// Free-form status shown by `systemctl status`.
     pub fn status(&self, s: &str) {
         self.send(&format!("STATUS={s}"));
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KeepState {
-    Idle,
-    Armed,
-    Done,
-}
-
-/// See [`Notifier::keep_alive`]. Dropping it stops the pings and joins the helper thread.
-#[derive(Debug)]
-pub struct KeepAlive {
-    notifier: Arc<Notifier>,
-    state: Arc<(Mutex<KeepState>, Condvar)>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl KeepAlive {
-    /// Starts pinging (once; later calls do nothing). A no-op without a systemd watchdog.
-    pub fn arm(&self) {
-        let Some(period) = self.notifier.watchdog.filter(|_| self.notifier.enabled()) else {
-            return;
-        };
-        {
-            let mut st = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
-            if *st != KeepState::Idle {
-                return;
-            }
-            *st = KeepState::Armed;
-        }
-        let (notifier, state) = (self.notifier.clone(), self.state.clone());
-        let spawned = std::thread::Builder::new()
-            .name("lookout-keepalive".into())
-            .spawn(move || {
-                let (lock, cv) = &*state;
-                let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
-                while *st == KeepState::Armed {
-                    notifier.send("WATCHDOG=1");
-                    st = cv
-                        .wait_timeout(st, period / 2)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
-                }
-            });
-        match spawned {
-            Ok(h) => *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
-            Err(e) => log::warn!("cannot start the watchdog keep-alive thread: {e}"),
-        }
-    }
-}
-
-impl Drop for KeepAlive {
-    fn drop(&mut self) {
-        *self.state.0.lock().unwrap_or_else(|p| p.into_inner()) = KeepState::Done;
-        self.state.1.notify_all();
-        if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = h.join();
-        }
     }
 }
 
@@ -233,37 +173,6 @@ mod tests {
             got.push(String::from_utf8_lossy(&buf[..k]).to_string());
         }
         assert_eq!(got, ["READY=1\nSTATUS=running", "WATCHDOG=1", "STOPPING=1"]);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn keep_alive_pings_only_while_armed() {
-        let dir = std::env::temp_dir().join(format!("lookout-keep-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let path = dir.join("notify.sock");
-        let _ = std::fs::remove_file(&path);
-        let server = UnixDatagram::bind(&path).unwrap();
-        server
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        let n = Arc::new(Notifier {
-            socket: Some((UnixDatagram::unbound().unwrap(), path.clone())),
-            watchdog: Some(Duration::from_millis(100)),
-            last_ping: Mutex::new(None),
-            ready: AtomicBool::new(false),
-        });
-        let mut buf = [0u8; 64];
-        let k = n.keep_alive();
-        assert!(server.recv(&mut buf).is_err(), "no ping before arm()");
-        k.arm();
-        k.arm(); // idempotent
-        for _ in 0..3 {
-            let len = server.recv(&mut buf).unwrap();
-            assert_eq!(&buf[..len], b"WATCHDOG=1");
-        }
-        drop(k);
-        while server.recv(&mut buf).is_ok() {} // drain what was in flight
-        assert!(server.recv(&mut buf).is_err(), "pings stop when dropped");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -73,12 +73,8 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
             .reload
             .store(false, std::sync::atomic::Ordering::Relaxed);
         notifier.reloading();
-        {
-            // Loading a new model takes seconds on a Pi (minutes under emulation).
-            let keep = notifier.keep_alive();
-            keep.arm();
-            reload(args, &mut cfg, &mut parts);
-        }
+        // Loading a new model takes seconds on a Pi (minutes under emulation).
+        pipeline::keeping_watchdog_fed(Some(&notifier), || reload(args, &mut cfg, &mut parts));
         notifier.reloaded();
     }
     notifier.stopping();
