@@ -30,7 +30,7 @@ Variants (onnxruntime.quantization static, MinMax, same 57 calibration samples a
 import sys, os, collections, numpy as np, onnx
 from onnx import helper, numpy_helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nanodet_common import load_rgb, preprocess
+from nanodet_common import load_rgb, preprocess, letterbox_rgb, to_input, clip_rgb
 from onnxruntime.quantization import (quantize_static, QuantFormat, QuantType, CalibrationDataReader,
                                       CalibrationMethod)
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -43,16 +43,35 @@ CALIB = ['astronaut.png', 'chelsea.png', 'coffee.png', 'rocket.jpg', 'motorcycle
 _CACHE = []
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLIP = os.path.join(REPO, 'tests', 'data', 'demo', 'vtest-640x480-10fps.mjpeg')
+
+
 def samples():
+    """Calibration inputs at the model's size (env CALIB_SIZE, default 416).
+    CALIB_SET=camera (default): what lookout feeds the model on a camera — the bundled clip's
+    frames 2, 7, 12, ... (40 frames; the accuracy gate evaluates frames 0, 5, 10, ..., so no
+    calibration frame is an evaluation frame) and the 19 scikit-image photos as is and mirrored,
+    all **letterboxed** as lookout does by default (78 inputs).
+    CALIB_SET=photos: the first recipe's set — the photos as is, mirrored and centre-cropped,
+    **stretch**-resized (57 inputs); kept to reproduce the old forms."""
     if not _CACHE:
+        S = int(os.environ.get('CALIB_SIZE', 416))
+        kind = os.environ.get('CALIB_SET', 'camera')
+        if kind == 'camera':
+            for rgb in clip_rgb(CLIP, every=5, offset=2):
+                _CACHE.append(to_input(letterbox_rgb(rgb, S, S)[0]))
         for n in CALIB:
             p = os.path.join(D, n)
             if not os.path.exists(p):
                 continue
             rgb = load_rgb(p); h, w = rgb.shape[:2]
-            S = int(os.environ.get('CALIB_SIZE', 416))   # calibrate at the model's input size
-            _CACHE.extend([preprocess(rgb, S, S), preprocess(np.ascontiguousarray(rgb[:, ::-1]), S, S),
-                           preprocess(np.ascontiguousarray(rgb[h // 8:h - h // 8, w // 6:w - w // 6]), S, S)])
+            flip = np.ascontiguousarray(rgb[:, ::-1])
+            if kind == 'camera':
+                _CACHE.extend([to_input(letterbox_rgb(rgb, S, S)[0]), to_input(letterbox_rgb(flip, S, S)[0])])
+            else:
+                _CACHE.extend([preprocess(rgb, S, S), preprocess(flip, S, S),
+                               preprocess(np.ascontiguousarray(rgb[h // 8:h - h // 8, w // 6:w - w // 6]), S, S)])
     return _CACHE
 
 
@@ -68,7 +87,43 @@ class Reader(CalibrationDataReader):
 
 CALIB_METHODS = {'minmax': (CalibrationMethod.MinMax, {}),
                  'pct': (CalibrationMethod.Percentile, {'CalibPercentile': 99.999}),
-                 'entropy': (CalibrationMethod.Entropy, {})}
+                 'entropy': (CalibrationMethod.Entropy, {}),
+                 # the same, but the head convs' outputs (the logits the decoder reads) get their
+                 # full calibrated range (MinMax): a percentile or entropy range clips the largest
+                 # box-regression logits
+                 'pcth': (CalibrationMethod.Percentile, {'CalibPercentile': 99.999}),
+                 'entropyh': (CalibrationMethod.Entropy, {})}
+
+
+def head_tensors(path):
+    """The tensors the decoder reads before any reshaping: walking back from each graph output
+    through Transpose/Reshape/Sigmoid/Split to the first op that computes (the head Convs)."""
+    g = onnx.load(path).graph
+    prod = {o: n for n in g.node for o in n.output}
+    heads = set()
+    for o in g.output:
+        t = o.name
+        while t in prod and prod[t].op_type in ('Transpose', 'Reshape', 'Sigmoid', 'Split', 'Flatten'):
+            t = prod[t].input[0]
+        heads.add(t)
+    return sorted(heads)
+
+
+def head_overrides(pre):
+    """TensorQuantOverrides giving the head tensors their MinMax range over the calibration set."""
+    import onnxruntime as ort
+    heads = head_tensors(pre)
+    m = onnx.load(pre)
+    for t in heads:
+        if t not in {o.name for o in m.graph.output}:
+            m.graph.output.append(helper.make_empty_tensor_value_info(t))
+    s = ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])
+    lo = {t: np.inf for t in heads}; hi = {t: -np.inf for t in heads}
+    for x in samples():
+        for t, v in zip(heads, s.run(heads, {'input': x})):
+            lo[t] = min(lo[t], float(v.min())); hi[t] = max(hi[t], float(v.max()))
+    print('  head ranges (MinMax):', ', '.join('%s [%.2f, %.2f]' % (t, lo[t], hi[t]) for t in heads), flush=True)
+    return {t: [{'rmin': np.float32(lo[t]), 'rmax': np.float32(hi[t])}] for t in heads}
 
 
 def quant(pre, out, fmt, per_channel, act, sym, ops=None, exclude=None, calib='minmax'):
@@ -76,13 +131,35 @@ def quant(pre, out, fmt, per_channel, act, sym, ops=None, exclude=None, calib='m
     extra = dict(extra)
     if sym:
         extra['ActivationSymmetric'] = True
+    if calib.endswith('h'):
+        extra['TensorQuantOverrides'] = head_overrides(pre)
     kw = dict(quant_format=fmt, per_channel=per_channel, activation_type=act, weight_type=QuantType.QInt8,
               calibrate_method=method, extra_options=extra)
     if ops:
         kw['op_types_to_quantize'] = ops
     if exclude:
         kw['nodes_to_exclude'] = exclude
+    if method == CalibrationMethod.Entropy:
+        _entropy_bins()
     quantize_static(pre, out, Reader(), **kw)
+
+
+def _entropy_bins():
+    """onnxruntime's Entropy calibrator defaults to 128 histogram bins and 128 quantized bins,
+    so its KL search has one candidate — the full range, i.e. MinMax (the files came out
+    byte-identical). quantize_static does not pass bin counts through, so wrap the factory it
+    calls: 2048 bins over the range, thresholds searched in steps of one bin down to 256
+    quantized bins (the int8 levels)."""
+    qz = sys.modules['onnxruntime.quantization.quantize']
+    if getattr(qz.create_calibrator, '_lookout', False):
+        return
+    orig = qz.create_calibrator
+
+    def create(*a, **k):
+        k['extra_options'] = {**(k.get('extra_options') or {}), 'num_bins': 2048, 'num_quantized_bins': 256}
+        return orig(*a, **k)
+    create._lookout = True
+    qz.create_calibrator = create
 
 
 def qdq_conv_to_qlinearconv(path_in, path_out, pow2=False):
@@ -321,6 +398,47 @@ def im2col_in_graph(path_in, path_out, strided=False, skip_stem=True):
     return k
 
 
+def float_outputs(path_in, path_out):
+    """Every graph output computed in float: a QuantizeLinear -> DequantizeLinear pair right before
+    an output (after the heads' last float op: the Sigmoid of cls_s, the Transpose of reg_s) is
+    removed. After the Sigmoid such a pair caps the score at 127 x its scale (0.29..0.82 with the
+    old calibration, issue #7). Run `fq` after it: it then also drops the exact Split -> Q -> DQ
+    round trip before each Sigmoid, which thereby runs in float on the dequantized logits."""
+    m = onnx.load(path_in)
+    g = m.graph
+    prod = {o: n for n in g.node for o in n.output}
+    inits = {i.name for i in g.initializer}
+    drop, k = set(), 0
+    for o in g.output:
+        d = prod.get(o.name)
+        if d is None or d.op_type != 'DequantizeLinear':
+            continue
+        q = prod.get(d.input[0])
+        if q is None or q.op_type != 'QuantizeLinear' or q.input[0] in inits:
+            continue
+        src = prod.get(q.input[0])
+        if src is None:
+            continue
+        x = q.input[0]
+        for n in g.node:  # the float tensor takes the output's name
+            for i, v in enumerate(n.input):
+                if v == x:
+                    n.input[i] = o.name
+        src.output[list(src.output).index(x)] = o.name
+        drop.update([id(q), id(d)])
+        k += 1
+    nodes = [n for n in g.node if id(n) not in drop]
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.checker.check_model(m)
+    onnx.save(m, path_out)
+    return k
+
+
 def drop_float_qdq(path_in, path_out):
     """Remove Q->DQ round trips between two float ops (e.g. Resize->Q->DQ->Add, Split->Q->DQ->Sigmoid):
     a QuantizeLinear whose input comes from a float op (not a DequantizeLinear) and whose every consumer
@@ -460,7 +578,7 @@ def parse(name):
     rest = t[3:]
     steps = ['hyb'] if fmt == 'hyb' else []
     for x in rest:
-        if x in ('f1', 'minmax', 'pct', 'entropy'):
+        if x in ('f1',) + tuple(CALIB_METHODS):
             base.append(x)
         elif x == 'stem' and steps and steps[-1] == 'i2cs':
             steps[-1] = 'i2cs_stem'
@@ -505,6 +623,8 @@ def make(src, outdir, name):
             r = int8_concat(o(cur), o(nxt))
         elif st in ('i2c', 'i2cs', 'i2cs_stem'):
             r = im2col_in_graph(o(cur), o(nxt), strided=(st != 'i2c'), skip_stem=(st != 'i2cs_stem'))
+        elif st == 'fo':
+            r = float_outputs(o(cur), o(nxt))
         elif st == 'fq':
             r = drop_float_qdq(o(cur), o(nxt))
         elif st == 'pool':

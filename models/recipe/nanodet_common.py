@@ -101,3 +101,24 @@ def decode(outs, w=416, h=416, score_thr=SCORE_THR, iou_thr=IOU_THR):
 def fmt(dets, k=6):
     return ', '.join('%s %.2f [%.0f %.0f %.0f %.0f]' % (COCO80[int(d[5])], d[4], d[0], d[1], d[2], d[3])
                      for d in dets[:k])
+
+
+def clip_jpegs(path):
+    """The frames of a concatenated-JPEG (MJPEG) file, as bytes, in order: split at each
+    SOI marker (FF D8 FF) that follows an EOI (FF D9), like lookout's MJPEG replay."""
+    data = open(path, 'rb').read()
+    out, start = [], data.find(b'\xff\xd8\xff')
+    while start >= 0:
+        end = data.find(b'\xff\xd9\xff\xd8\xff', start + 3)
+        stop = len(data) if end < 0 else end + 2
+        out.append(data[start:stop])
+        start = -1 if end < 0 else end + 2
+    return out
+
+
+def clip_rgb(path, every=1, offset=0):
+    """Decoded RGB frames `offset, offset+every, ...` of an MJPEG file (Pillow)."""
+    import io
+    frames = clip_jpegs(path)
+    return [np.asarray(Image.open(io.BytesIO(frames[i])).convert('RGB'))
+            for i in range(offset, len(frames), every)]

@@ -1,6 +1,7 @@
 //! The detector: loads an ONNX NanoDet (FP32 or INT8) with tract once, for one fixed input
 //! size, and turns input tensors into detections. The only module that knows about tract.
 
+pub mod ceiling;
 pub mod decode;
 pub mod labels;
 pub mod nms;
@@ -157,20 +158,44 @@ struct Typed {
     w: u32,
     h: u32,
     datum: &'static str,
+    /// Score outputs whose quantization caps them below [`MIN_SCORE_CEILING`].
+    capped: Vec<ceiling::OutputCeiling>,
+}
+
+/// A score output that cannot carry at least this score is quantized wrongly (issue #7):
+/// the load log warns about it and the INT8 gate refuses such a file.
+pub const MIN_SCORE_CEILING: f32 = 0.99;
+
+/// Reads the model's bytes (the embedded model or a file).
+fn model_bytes(model: &ModelSource) -> Result<std::borrow::Cow<'static, [u8]>, DetectError> {
+    Ok(match model {
+        ModelSource::Embedded => EMBEDDED_MODEL.into(),
+        ModelSource::File(p) => std::fs::read(p)
+            .map_err(|source| DetectError::Read {
+                model: model.display_name(),
+                source,
+            })?
+            .into(),
+    })
+}
+
+/// The largest value each output of the model can carry (see [`ceiling`]), in the order of
+/// the file's outputs.
+///
+/// # Errors
+/// The file cannot be read or is not ONNX.
+pub fn output_ceilings(model: &ModelSource) -> Result<Vec<ceiling::OutputCeiling>, DetectError> {
+    let bytes = model_bytes(model)?;
+    ceiling::output_ceilings(&bytes).map_err(|reason| DetectError::NotOnnx {
+        model: model.display_name(),
+        reason,
+    })
 }
 
 /// Reads, parses and types the model, checking its input and outputs.
 fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
     let name = cfg.model.display_name();
-    let bytes: std::borrow::Cow<'static, [u8]> = match &cfg.model {
-        ModelSource::Embedded => EMBEDDED_MODEL.into(),
-        ModelSource::File(p) => std::fs::read(p)
-            .map_err(|source| DetectError::Read {
-                model: name.clone(),
-                source,
-            })?
-            .into(),
-    };
+    let bytes = model_bytes(&cfg.model)?;
     let not_onnx = |e: TractError| DetectError::NotOnnx {
         model: name.clone(),
         reason: first_line(&e),
@@ -213,6 +238,11 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
             first_line(&e)
         ))
     })?;
+    if declared.as_deref() != Some(&[1, 3, h as usize, w as usize][..]) {
+        // Another size than the file declares: the shapes the file records for intermediate
+        // tensors (ONNX value_info) hold for the declared size only; let tract infer them anew.
+        forget_intermediate_shapes(&mut model);
+    }
     let model = model
         .with_input_fact(0, f32::fact([1, 3, h as usize, w as usize]).into())
         .and_then(|m| m.into_typed())
@@ -251,13 +281,43 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
     } else {
         "f32"
     };
+    let capped = ceiling::output_ceilings(&bytes)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.output.starts_with("cls_") && c.max_score() < MIN_SCORE_CEILING)
+        .collect();
     Ok(Typed {
         model,
         name,
         w,
         h,
         datum,
+        capped,
     })
+}
+
+/// Resets every tensor fact except the input's to "unknown shape" (keeping known datum
+/// types), so a fully convolutional graph can be typed at another input size.
+fn forget_intermediate_shapes(model: &mut InferenceModel) {
+    let inputs = model
+        .input_outlets()
+        .map(|o| o.to_vec())
+        .unwrap_or_default();
+    for node in 0..model.nodes().len() {
+        for slot in 0..model.nodes()[node].outputs.len() {
+            let outlet = OutletId::new(node, slot);
+            if inputs.contains(&outlet) {
+                continue;
+            }
+            let dt = model
+                .outlet_fact(outlet)
+                .ok()
+                .and_then(|f| tract_onnx::tract_hir::infer::Factoid::concretize(&f.datum_type));
+            let fact = dt.map_or_else(InferenceFact::default, InferenceFact::dt);
+            // Cannot fail: the outlet exists.
+            let _ = model.set_outlet_fact(outlet, fact);
+        }
+    }
 }
 
 fn is_quantized(dt: DatumType) -> bool {
@@ -308,6 +368,7 @@ impl Detector {
             w,
             h,
             datum,
+            capped,
         } = typed_model(cfg)?;
         let wrong = |reason: String| DetectError::WrongShape {
             model: name.clone(),
@@ -338,6 +399,17 @@ impl Detector {
             info.threads,
             info.load_time.as_secs_f64() * 1e3
         );
+        for c in &capped {
+            log::warn!(
+                "model {}: output {} cannot carry a score above {:.3} (quantized after its last \
+                 float op, at {}): objects it should score higher are reported at that score or \
+                 missed; quantize it with float outputs (lookout's models/README.md)",
+                info.name,
+                c.output,
+                c.max_score(),
+                c.set_by
+            );
+        }
         Ok(Detector {
             plan,
             executor,
