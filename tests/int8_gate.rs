@@ -116,6 +116,8 @@ struct Figures {
     int8_scores: Vec<f32>,
     fp32_scores: Vec<f32>,
     missed: Vec<String>,
+    /// `(|Δscore|, what)` of every match, for the report's largest differences.
+    worst: Vec<(f32, String)>,
 }
 
 impl Figures {
@@ -158,7 +160,18 @@ fn compare(imgs: &[Image], fp32: &[Vec<Detection>], int8: &[Vec<Detection>]) -> 
             if !ri[i] && !qj[j] {
                 ri[i] = true;
                 qj[j] = true;
-                f.diffs.push((refs[i].score - q[j].score).abs());
+                let d = (refs[i].score - q[j].score).abs();
+                f.diffs.push(d);
+                f.worst.push((
+                    d,
+                    format!(
+                        "{} {} {:.2}→{:.2}",
+                        im.name,
+                        detect::label(refs[i].class_id),
+                        refs[i].score,
+                        q[j].score
+                    ),
+                ));
             }
         }
         f.reference += refs.len();
@@ -287,9 +300,24 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
             lowest.max_score()
         );
         notes.push(format!(
-            "{name} @{size}\n  INT8 scores: {}\n  FP32 scores: {}\n  missed: {}",
+            "{name} @{size}\n  INT8 scores: {}\n  FP32 scores: {}\n  largest |Δscore| (FP32→INT8): {}\n  missed: {}",
             distribution(&f.int8_scores),
             distribution(&f.fp32_scores),
+            {
+                let mut w = f.worst.clone();
+                w.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let photos: Vec<String> = f
+                    .worst
+                    .iter()
+                    .filter(|(_, s)| !s.starts_with("clip#"))
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                format!(
+                    "{}; photos: {}",
+                    w.iter().take(5).map(|(_, s)| s.as_str()).collect::<Vec<_>>().join(", "),
+                    photos.join(", ")
+                )
+            },
             if f.missed.is_empty() {
                 "none".to_string()
             } else {

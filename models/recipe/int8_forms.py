@@ -92,6 +92,8 @@ CALIB_METHODS = {'minmax': (CalibrationMethod.MinMax, {}),
                  # full calibrated range (MinMax): a percentile or entropy range clips the largest
                  # box-regression logits
                  'pcth': (CalibrationMethod.Percentile, {'CalibPercentile': 99.999}),
+                 'p4h': (CalibrationMethod.Percentile, {'CalibPercentile': 99.99}),
+                 'p6h': (CalibrationMethod.Percentile, {'CalibPercentile': 99.9999}),
                  'entropyh': (CalibrationMethod.Entropy, {})}
 
 
@@ -131,7 +133,7 @@ def quant(pre, out, fmt, per_channel, act, sym, ops=None, exclude=None, calib='m
     extra = dict(extra)
     if sym:
         extra['ActivationSymmetric'] = True
-    if calib.endswith('h'):
+    if calib.endswith('h'):  # pcth, p4h, p6h, entropyh
         extra['TensorQuantOverrides'] = head_overrides(pre)
     kw = dict(quant_format=fmt, per_channel=per_channel, activation_type=act, weight_type=QuantType.QInt8,
               calibrate_method=method, extra_options=extra)
@@ -625,8 +627,10 @@ def make(src, outdir, name):
             r = im2col_in_graph(o(cur), o(nxt), strided=(st != 'i2c'), skip_stem=(st != 'i2cs_stem'))
         elif st == 'fo':
             r = float_outputs(o(cur), o(nxt))
-        elif st == 'fq':
-            r = drop_float_qdq(o(cur), o(nxt))
+        elif st == 'fq':  # to a fixed point: removing one pair can expose the next
+            r = k = drop_float_qdq(o(cur), o(nxt))
+            while k:
+                k = drop_float_qdq(o(nxt), o(nxt)); r += k
         elif st == 'pool':
             r = resize_down_to_avgpool(o(cur), o(nxt))
         elif st == 'nn':

@@ -73,11 +73,7 @@ fn walk_back(g: &GraphProto, output: &str) -> (Option<f32>, String) {
     let mut sigmoids = 0;
     // A graph is acyclic; the bound only guards against a malformed file.
     for _ in 0..g.node.len() {
-        let Some(node) = g
-            .node
-            .iter()
-            .find(|n| n.output.contains(&tensor))
-        else {
+        let Some(node) = g.node.iter().find(|n| n.output.contains(&tensor)) else {
             return (None, String::new());
         };
         let range_max = match node.op_type.as_str() {
