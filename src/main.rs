@@ -1,6 +1,7 @@
 //! The `lookout` command: parses arguments and maps results to exit codes
 //! (0 clean, 1 runtime failure, 78 bad configuration — EX_CONFIG, so systemd's
-//! `RestartPreventExitStatus=78` does not restart-loop on a typo).
+//! `RestartPreventExitStatus=78` does not restart-loop on a typo; `lookout bench` also
+//! exits 2 when the golden self-check failed).
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -8,7 +8,7 @@
 //!                             ◄────────── detections for frame k ─────────────┘
 //!                              applied to the tracks' positions at k, carried to now
 //! ```
-//! All three threads wait on one condition variable guarding [`Shared`], so the tracker
+//! All three threads wait on one condition variable guarding `Shared`, so the tracker
 //! wakes for a new frame *or* a detection result, and never for anything else.
 //!
 //! In [`Schedule::Lockstep`] (benchmarks of tracking fidelity) capture waits for the tracker

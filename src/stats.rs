@@ -1,7 +1,8 @@
 //! Counters and latency histograms of the running pipeline, turned into a periodic report.
 //!
-//! One [`Stats`] lives on the publishing (tracker) thread; the detector thread's timings
-//! reach it with each result, so nothing here is shared between threads.
+//! The [`Window`]s (one per stats interval, one for the whole run) live on the publishing
+//! (tracker) thread; the detector thread's timings reach them with each result, so nothing
+//! here is shared between threads.
 
 use std::time::Duration;
 

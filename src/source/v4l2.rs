@@ -4,7 +4,7 @@
 //! The `v4l` crate's `MmapStream::next` requeues the previous buffer only when it dequeues the
 //! next one, which makes "drain everything ready, keep the newest, give the rest back at once"
 //! impossible through its safe API. So this file keeps its own small mmap queue
-//! ([`MmapQueue`]) built on the crate's raw `ioctl`/`mmap` wrappers and the bindgen structs;
+//! (`MmapQueue`) built on the crate's raw `ioctl`/`mmap` wrappers and the bindgen structs;
 //! everything else (open, caps, formats, sizes, rates, parameters) uses the crate's safe API.
 //! The "keep newest" rule itself is in [`super::newest`], tested without a device.
 
