@@ -4,6 +4,12 @@
 //! input (`preprocess`), an INT8 NanoDet run by tract finds objects (`detect`). See
 //! `ARCHITECTURE.md` for the map of the code.
 
+// Nothing outside tests may panic on bad input (tests/tidy.rs checks this line is here).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod bench;
 pub mod cli;
 pub mod cli_sources;

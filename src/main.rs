@@ -3,6 +3,12 @@
 //! `RestartPreventExitStatus=78` does not restart-loop on a typo; `lookout bench` also
 //! exits 2 when the golden self-check failed).
 
+// Nothing outside tests may panic on bad input (tests/tidy.rs checks this line is here).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,0 +1,333 @@
+//! Tidy checks (in the style of rust-analyzer's `tidy.rs`): the architecture invariants that
+//! ARCHITECTURE.md states, enforced by reading the source tree instead of trusting prose.
+//!
+//! - `tract` is imported only under `src/detect/`.
+//! - Threads are spawned and cores pinned only in the pipeline (`src/pipeline.rs`, or
+//!   `src/pipeline/` once it is split). The precise allow list is [`THREAD_RULES`]: each
+//!   API that starts threads or touches CPU affinity, and the files that may use it.
+//! - No `.unwrap()`, `.expect(` or `panic!` in non-test code (also denied by clippy through
+//!   `#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]`
+//!   in `src/lib.rs` and `src/main.rs`, which this file checks are still there).
+//! - The shipped configuration does not claim that automatic pinning assumes cores `0..N-1`
+//!   (it counts positions in the process's affinity mask).
+//!
+//! "Non-test code" is a file's text before its `#[cfg(test)]` module, with comment lines left
+//! out; the test module must be the file's last item (checked here too, so code cannot hide
+//! after it). Every rule has a unit test below showing that it fires.
+
+use std::path::{Path, PathBuf};
+
+/// A rule: code lines containing any of `needles` may only appear in files whose path
+/// (relative to the crate root, `/`-separated) starts with one of `allowed`.
+struct Rule {
+    /// What the rule protects, for the failure message.
+    what: &'static str,
+    /// Substrings that mark a use.
+    needles: &'static [&'static str],
+    /// Path prefixes where a use is allowed.
+    allowed: &'static [&'static str],
+}
+
+/// Only `detect/` knows tract (the layering of ARCHITECTURE.md's code map).
+const TRACT_RULE: Rule = Rule {
+    what: "tract is imported only under src/detect/",
+    needles: &[
+        "tract_onnx",
+        "tract_linalg",
+        "tract_core",
+        "tract_data",
+        "tract_nnef",
+    ],
+    allowed: &["src/detect/"],
+};
+
+/// Threads and CPU placement. `std::thread::sleep` and `std::thread::current` are not listed:
+/// they start nothing.
+const THREAD_RULES: &[Rule] = &[
+    Rule {
+        what: "threads are spawned only by the pipeline",
+        needles: &[
+            "thread::spawn",
+            "thread::Builder",
+            "thread::scope",
+            "spawn_scoped",
+        ],
+        allowed: &["src/pipeline.rs", "src/pipeline/"],
+    },
+    Rule {
+        what: "threads are pinned to cores only by the pipeline",
+        needles: &["set_for_current", "sched_setaffinity", "CoreId {"],
+        allowed: &["src/pipeline.rs", "src/pipeline/"],
+    },
+    Rule {
+        what: "the model's matmul pool is built only by the pipeline",
+        needles: &["ThreadPoolBuilder"],
+        allowed: &["src/pipeline.rs", "src/pipeline/"],
+    },
+    Rule {
+        // The documented exception: `Detector::load` (one-shot use: `lookout detect`, bench's
+        // model-alone timing, tests) lets tract build its own pool for `threads > 1`; the
+        // daemon's pipeline hands `Detector::load_with_pool` a pinned pool instead.
+        what: "tract's own thread pool is asked for only by detect::Detector::load",
+        needles: &["multithread_with_name"],
+        allowed: &["src/detect/mod.rs"],
+    },
+    Rule {
+        // Reading the affinity mask (which cores this process may use) is a machine fact.
+        what: "the affinity mask is read only in the pipeline or sysinfo",
+        needles: &["core_affinity"],
+        allowed: &["src/pipeline.rs", "src/pipeline/", "src/sysinfo.rs"],
+    },
+];
+
+/// Calls that panic on bad input; none may appear outside tests.
+const PANICS: &[&str] = &[".unwrap()", ".expect(", "panic!("];
+
+/// The attribute that makes clippy deny the same outside tests.
+const DENY_PANICS: &str =
+    "#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]";
+
+/// A claim about pinning that is false since the core map counts over the affinity mask.
+const FALSE_PINNING_CLAIMS: &[&str] = &["0..N-1", "0..cores-1"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, as (path relative to the crate root, text).
+fn rust_files(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&d).unwrap_or_else(|e| panic!("cannot list {}: {e}", d.display()));
+        for entry in entries {
+            let path = entry
+                .unwrap_or_else(|e| panic!("cannot list {}: {e}", d.display()))
+                .path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+                let rel = path
+                    .strip_prefix(root())
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.push((rel, text));
+            }
+        }
+    }
+    out.sort();
+    assert!(
+        !out.is_empty(),
+        "no Rust files found under {}",
+        dir.display()
+    );
+    out
+}
+
+/// The non-test code lines of a file as (1-based line number, code without a trailing
+/// comment), or an error when a `#[cfg(test)]` module is not the file's last item.
+fn code_lines(text: &str) -> Result<Vec<(usize, &str)>, String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let test_start = lines.iter().position(|l| *l == "#[cfg(test)]");
+    if let Some(start) = test_start {
+        // rustfmt indents everything inside the module: a line at column 0 before the final
+        // `}` means code continues after the test module.
+        let body = &lines[start + 1..];
+        let last = body.iter().rposition(|l| !l.trim().is_empty());
+        let opens = body
+            .first()
+            .is_some_and(|l| l.starts_with("mod ") && l.ends_with('{'));
+        let closes = last.is_some_and(|i| body[i] == "}");
+        let inner_top_level = last.and_then(|i| {
+            body[1..i]
+                .iter()
+                .position(|l| !l.is_empty() && !l.starts_with([' ', '\t']) && !l.starts_with("//"))
+                .map(|j| start + 3 + j)
+        });
+        if !opens || !closes {
+            return Err(format!(
+                "{}: `#[cfg(test)]` must start the file's last item, a `mod … {{ … }}`",
+                start + 1
+            ));
+        }
+        if let Some(n) = inner_top_level {
+            return Err(format!(
+                "{n}: code at the top level after the `#[cfg(test)]` module of line {}; keep the test module last",
+                start + 1
+            ));
+        }
+    }
+    let end = test_start.unwrap_or(lines.len());
+    Ok(lines[..end]
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .map(|(i, l)| (i + 1, l.split(" // ").next().unwrap_or(l)))
+        .collect())
+}
+
+/// Violations of `rule` in one file.
+fn check_rule(rule: &Rule, path: &str, text: &str) -> Vec<String> {
+    if rule.allowed.iter().any(|a| path.starts_with(a)) {
+        return Vec::new();
+    }
+    let Ok(lines) = code_lines(text) else {
+        return Vec::new(); // reported by `check_test_module_last`
+    };
+    lines
+        .into_iter()
+        .filter_map(|(n, l)| {
+            rule.needles
+                .iter()
+                .find(|needle| l.contains(*needle))
+                .map(|needle| {
+                    format!(
+                        "{path}:{n}: `{needle}`: {} (allowed in {:?})",
+                        rule.what, rule.allowed
+                    )
+                })
+        })
+        .collect()
+}
+
+/// `.unwrap()`, `.expect(` and `panic!(` in one file's non-test code.
+fn check_panics(path: &str, text: &str) -> Vec<String> {
+    let Ok(lines) = code_lines(text) else {
+        return Vec::new();
+    };
+    lines
+        .into_iter()
+        .filter_map(|(n, l)| {
+            PANICS.iter().find(|p| l.contains(*p)).map(|p| {
+                format!("{path}:{n}: `{p}` outside tests: return an error that names the thing")
+            })
+        })
+        .collect()
+}
+
+fn check_test_module_last(path: &str, text: &str) -> Option<String> {
+    code_lines(text).err().map(|e| format!("{path}:{e}"))
+}
+
+fn report(what: &str, problems: Vec<String>) {
+    assert!(
+        problems.is_empty(),
+        "{what}: {} problem(s)\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn test_modules_come_last() {
+    let problems = rust_files(&root().join("src"))
+        .iter()
+        .filter_map(|(p, t)| check_test_module_last(p, t))
+        .collect();
+    report("test modules", problems);
+}
+
+#[test]
+fn only_detect_imports_tract() {
+    let files = rust_files(&root().join("src"));
+    let problems = files
+        .iter()
+        .flat_map(|(p, t)| check_rule(&TRACT_RULE, p, t))
+        .collect();
+    report("tract outside src/detect/", problems);
+    // The rule would be empty if detect stopped using tract under these names.
+    assert!(
+        files
+            .iter()
+            .any(|(p, t)| p.starts_with("src/detect/") && t.contains("tract_onnx")),
+        "src/detect/ no longer names tract_onnx: update TRACT_RULE"
+    );
+}
+
+#[test]
+fn only_the_pipeline_starts_threads_or_pins_cores() {
+    let files = rust_files(&root().join("src"));
+    let problems = THREAD_RULES
+        .iter()
+        .flat_map(|r| files.iter().flat_map(move |(p, t)| check_rule(r, p, t)))
+        .collect();
+    report("threads or pinning outside the pipeline", problems);
+}
+
+#[test]
+fn no_unwrap_expect_or_panic_outside_tests() {
+    let files = rust_files(&root().join("src"));
+    report(
+        "panicking calls in non-test code",
+        files.iter().flat_map(|(p, t)| check_panics(p, t)).collect(),
+    );
+    for crate_root in ["src/lib.rs", "src/main.rs"] {
+        let text = files
+            .iter()
+            .find(|(p, _)| p == crate_root)
+            .map(|(_, t)| t.as_str())
+            .unwrap_or_default();
+        // rustfmt may wrap the attribute: compare without whitespace.
+        let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+        assert!(
+            squeeze(text).contains(&squeeze(DENY_PANICS)),
+            "{crate_root} must keep `{DENY_PANICS}` (clippy enforces the rule in CI)"
+        );
+    }
+}
+
+#[test]
+fn shipped_config_does_not_claim_pinning_assumes_cores_0_to_n() {
+    let path = root().join("systemd/lookout.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let problems = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            FALSE_PINNING_CLAIMS.iter().find(|c| l.contains(*c)).map(|c| {
+                format!(
+                    "systemd/lookout.toml:{}: `{c}`: automatic pinning counts over the cores the process may use (its affinity mask), not 0..N-1",
+                    i + 1
+                )
+            })
+        })
+        .collect();
+    report("shipped configuration", problems);
+}
+
+// --- the checks themselves fire ---------------------------------------------------------
+
+#[test]
+fn tidy_rules_fire_on_violations() {
+    let code = "use std::io;\nfn f(x: Option<u8>) -> u8 {\n    x.unwrap()\n}\n";
+    assert_eq!(check_panics("src/frame.rs", code).len(), 1);
+    assert!(check_panics("src/frame.rs", "    x.expect(\"y\")\n")[0].contains(":1:"));
+    assert_eq!(
+        check_panics("src/frame.rs", "    panic!(\"no\");\n").len(),
+        1
+    );
+    // Comments and test modules do not count.
+    let quiet = "// x.unwrap()\nfn g() {}\n\n#[cfg(test)]\nmod tests {\n    fn t() { None::<u8>.unwrap(); }\n}\n";
+    assert!(check_panics("src/frame.rs", quiet).is_empty());
+    // Code after a test module is an error, not hidden.
+    let hidden = "#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn h() { None::<u8>.unwrap(); }\n";
+    assert!(check_test_module_last("src/frame.rs", hidden).is_some());
+
+    let spawn = "fn s() {\n    std::thread::spawn(|| ());\n}\n";
+    let threads = &THREAD_RULES[0];
+    assert_eq!(check_rule(threads, "src/source/v4l2.rs", spawn).len(), 1);
+    assert!(check_rule(threads, "src/pipeline.rs", spawn).is_empty());
+    assert!(check_rule(threads, "src/pipeline/hub.rs", spawn).is_empty());
+    assert!(check_rule(threads, "src/source/v4l2.rs", "std::thread::sleep(d);\n").is_empty());
+    let pin = "core_affinity::set_for_current(id);\n";
+    assert_eq!(check_rule(&THREAD_RULES[1], "src/sysinfo.rs", pin).len(), 1);
+
+    let tract = "use tract_onnx::prelude::*;\n";
+    assert_eq!(check_rule(&TRACT_RULE, "src/preprocess.rs", tract).len(), 1);
+    assert!(check_rule(&TRACT_RULE, "src/detect/mod.rs", tract).is_empty());
+}
