@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::config::{Config, ConfigErrors};
-use crate::detect::{self, BBox, Detection, Detector, ModelInfo, ModelSource};
+use crate::detect::{self, Detection, Detector, ModelInfo, ModelSource};
+use crate::geom::{BBox, Mapping, ResizeMode};
 use crate::pipeline::{self, CoreMap, EndReason, Parts, PipelineError, RunOptions, Summary};
-use crate::preprocess::{self, Mapping, ResizeMode};
+use crate::preprocess;
 use crate::source::Pacing;
 use crate::stats::Latency;
 use crate::sysinfo::{self, CpuTimes, SystemInfo, TaskCpu, Thermal};
@@ -794,7 +795,7 @@ pub fn figures(
             pct: round(100.0 * cpu / wall, 1),
         })
         .collect();
-    let cores = pipeline::core_count() as f64;
+    let cores = sysinfo::core_count() as f64;
     let cores_busy = s.cpu_time.as_secs_f64() / wall;
     // Real-time verdict.
     let det_ms =
@@ -1152,7 +1153,7 @@ fn rows_for(base: &Config, sweep: Option<Sweep>) -> Result<Vec<Row>, BenchError>
     };
     Ok(match sweep {
         None => vec![row("default".into(), &|_| {})],
-        Some(Sweep::Threads) => (1..=pipeline::core_count())
+        Some(Sweep::Threads) => (1..=sysinfo::core_count())
             .map(|n| row(format!("threads={n}"), &|c| c.model.threads = n))
             .collect(),
         Some(Sweep::DetectEvery) => DETECT_EVERY_SWEEP
@@ -1302,7 +1303,7 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         // Reuse the loaded model when only scheduling changed; always reopen the source and
         // start a fresh tracker.
         let reuse = parts.as_ref().is_some_and(|(c, p)| {
-            c.model == cfg.model && p.core_map == CoreMap::plan(&cfg, &pipeline::allowed_cores())
+            c.model == cfg.model && p.core_map == CoreMap::plan(&cfg, &sysinfo::allowed_cores())
         });
         let mut p = match parts.take() {
             Some((_, mut p)) if reuse => {

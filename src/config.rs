@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{labels, DetectorConfig, ModelSource};
-use crate::preprocess::ResizeMode;
+use crate::geom::ResizeMode;
 use crate::track::TrackerConfig;
 
 /// The whole configuration.
@@ -375,7 +375,7 @@ impl Config {
             );
         }
         // The cores this process may run on (all of them, or what CPUAffinity=/taskset left).
-        let allowed = crate::pipeline::allowed_cores();
+        let allowed = crate::sysinfo::allowed_cores();
         let core_ok = |c: usize| allowed.is_empty() || allowed.contains(&c);
         let cores_desc = describe_cores(&allowed);
         if m.threads == 0 || m.threads > 64 {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::detect::BBox;
+use crate::geom::BBox;
 
 /// A labelled box in one frame (a detection or a track).
 #[derive(Clone, Debug, PartialEq)]

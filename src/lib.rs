@@ -17,6 +17,7 @@ pub mod config;
 pub mod detect;
 pub mod fidelity;
 pub mod frame;
+pub mod geom;
 pub mod logging;
 pub mod output;
 pub mod pipeline;

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::detect::{self, BBox};
+use crate::detect;
+use crate::geom::BBox;
 
 /// One object in a frame, as written to the tracks file.
 #[derive(Serialize, Debug, Clone, PartialEq)]

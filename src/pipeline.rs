@@ -23,11 +23,13 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::detect::{Detection, Detector, ModelInfo};
 use crate::frame::{monotonic_now, Frame, GrayImage};
+use crate::geom::ResizeMode;
 use crate::output::{self, FrameOut, TracksWriter};
 use crate::preprocess::{self, Scratch};
 use crate::service::Notifier;
 use crate::source::{self, FrameSource, Pacing, SourceOptions};
 use crate::stats::{Report, Window};
+use crate::sysinfo;
 use crate::track::{TrackEvent, Tracker};
 
 /// How detection is scheduled against tracking.
@@ -376,20 +378,8 @@ pub struct Parts {
     pub core_map: CoreMap,
 }
 
-/// The CPUs this process may run on, ascending (its affinity mask: every core, or what
-/// systemd's `CPUAffinity=` / `taskset` allows). Empty when the mask cannot be read.
-pub fn allowed_cores() -> Vec<usize> {
-    let mut ids: Vec<usize> = core_affinity::get_core_ids()
-        .map(|c| c.into_iter().map(|c| c.id).collect())
-        .unwrap_or_default();
-    ids.sort_unstable();
-    ids
-}
-
-/// The number of cores this process may run on (at least 1).
-pub fn core_count() -> usize {
-    allowed_cores().len().max(1)
-}
+// Machine facts, kept reachable under their old paths.
+pub use crate::sysinfo::{allowed_cores, core_count};
 
 /// Loads the model with a matmul pool pinned as the core map says.
 pub fn load_detector(cfg: &Config, core_map: &CoreMap) -> Result<Detector, PipelineError> {
@@ -410,7 +400,7 @@ pub fn load_detector(cfg: &Config, core_map: &CoreMap) -> Result<Detector, Pipel
 
 /// Builds every part for `cfg`: model, source, tracker, core map.
 pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError> {
-    let core_map = CoreMap::plan(cfg, &allowed_cores());
+    let core_map = CoreMap::plan(cfg, &sysinfo::allowed_cores());
     let detector = Arc::new(load_detector(cfg, &core_map)?);
     let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
     let tracker =
@@ -643,7 +633,7 @@ fn capture_loop(
     hub.cv.notify_all();
 }
 
-fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: preprocess::ResizeMode) {
+fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: ResizeMode) {
     let info = det.info().clone();
     let mut input = vec![0.0f32; det.input_len()];
     let mut scratch = Scratch::default();

@@ -29,88 +29,13 @@
 
 use std::time::Duration;
 
-use crate::detect::BBox;
 use crate::frame::{Frame, GrayImage, PixelFormat};
+pub use crate::geom::{Mapping, ResizeMode};
 
 /// Per-channel mean, in B, G, R order (NanoDet's training normalization).
 pub const MEAN_BGR: [f32; 3] = [103.53, 116.28, 123.675];
 /// Per-channel standard deviation, in B, G, R order.
 pub const STD_BGR: [f32; 3] = [57.375, 57.12, 58.395];
-
-/// How an image is fitted into the model's input rectangle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResizeMode {
-    /// Keep the aspect ratio, centre the image, pad with black (what NanoDet was trained on).
-    #[default]
-    Letterbox,
-    /// Scale each axis independently to fill the input.
-    Stretch,
-}
-
-/// Where the image lands inside the model input: `input = image * scale + pad`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Mapping {
-    /// Horizontal scale image → input.
-    pub scale_x: f32,
-    /// Vertical scale image → input.
-    pub scale_y: f32,
-    /// Left padding in input pixels.
-    pub pad_x: f32,
-    /// Top padding in input pixels.
-    pub pad_y: f32,
-    /// Image width in pixels.
-    pub image_w: u32,
-    /// Image height in pixels.
-    pub image_h: u32,
-}
-
-impl Mapping {
-    /// The mapping of a `image_w × image_h` image into a `input_w × input_h` input.
-    pub fn new(
-        image_w: u32,
-        image_h: u32,
-        input_w: u32,
-        input_h: u32,
-        mode: ResizeMode,
-    ) -> Mapping {
-        let sx = input_w as f32 / image_w.max(1) as f32;
-        let sy = input_h as f32 / image_h.max(1) as f32;
-        match mode {
-            ResizeMode::Stretch => Mapping {
-                scale_x: sx,
-                scale_y: sy,
-                pad_x: 0.0,
-                pad_y: 0.0,
-                image_w,
-                image_h,
-            },
-            ResizeMode::Letterbox => {
-                let s = sx.min(sy);
-                let (w, h) = ((image_w as f32 * s).round(), (image_h as f32 * s).round());
-                Mapping {
-                    scale_x: s,
-                    scale_y: s,
-                    pad_x: ((input_w as f32 - w) / 2.0).floor(),
-                    pad_y: ((input_h as f32 - h) / 2.0).floor(),
-                    image_w,
-                    image_h,
-                }
-            }
-        }
-    }
-
-    /// Maps a box from model-input pixels back to image pixels, clamped to the image.
-    pub fn to_image(&self, b: &BBox) -> BBox {
-        let (w, h) = (self.image_w as f32, self.image_h as f32);
-        BBox::new(
-            ((b.x0 - self.pad_x) / self.scale_x).clamp(0.0, w),
-            ((b.y0 - self.pad_y) / self.scale_y).clamp(0.0, h),
-            ((b.x1 - self.pad_x) / self.scale_x).clamp(0.0, w),
-            ((b.y1 - self.pad_y) / self.scale_y).clamp(0.0, h),
-        )
-    }
-}
 
 /// Precomputed bilinear taps along one axis: for each output coordinate, the two source
 /// indices and the weight of the second one (fixed point, 0..=256).
@@ -977,15 +902,6 @@ pub enum PreprocessError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn letterbox_mapping_centres_and_maps_back() {
-        let m = Mapping::new(640, 480, 416, 416, ResizeMode::Letterbox);
-        assert!((m.scale_x - 0.65).abs() < 1e-6);
-        assert_eq!((m.pad_x, m.pad_y), (0.0, 52.0));
-        let b = m.to_image(&BBox::new(0.0, 52.0, 416.0, 364.0));
-        assert!((b.x1 - 640.0).abs() < 1e-3 && b.y0.abs() < 1e-3 && (b.y1 - 480.0).abs() < 1e-3);
-    }
 
     #[test]
     fn uniform_colour_normalizes_exactly_and_pads_black() {

@@ -1,6 +1,8 @@
-//! Facts about the machine a benchmark ran on, read from `/proc`, `/sys` and `/etc` without
-//! any `unsafe` code: board, CPU, kernel, OS, C library, the CPU features tract's matrix kernels
-//! depend on, temperature and (on a Raspberry Pi) throttling.
+//! Facts about the machine, read from `/proc`, `/sys` and `/etc` without any `unsafe` code:
+//! the cores this process may run on (its affinity mask, which configuration validation and
+//! the pipeline's core map use), and for benchmark reports the board, CPU, kernel, OS, C
+//! library, the CPU features tract's matrix kernels depend on, temperature and (on a
+//! Raspberry Pi) throttling. Knows nothing else of the crate.
 //!
 //! Every reader is forgiving: a file that is missing (not a Pi, not Linux, a container) gives
 //! `None` or an empty list, never an error — a benchmark header with a blank is better than no
@@ -15,6 +17,21 @@ use serde::Serialize;
 /// Linux reports per-task times in `/proc` in clock ticks of `USER_HZ`, which the kernel ABI
 /// fixes at 100 on every architecture lookout runs on (x86, arm, aarch64).
 const USER_HZ: f64 = 100.0;
+
+/// The CPUs this process may run on, ascending (its affinity mask: every core, or what
+/// systemd's `CPUAffinity=` / `taskset` allows). Empty when the mask cannot be read.
+pub fn allowed_cores() -> Vec<usize> {
+    let mut ids: Vec<usize> = core_affinity::get_core_ids()
+        .map(|c| c.into_iter().map(|c| c.id).collect())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+/// The number of cores this process may run on (at least 1).
+pub fn core_count() -> usize {
+    allowed_cores().len().max(1)
+}
 
 /// The machine, as far as a benchmark report needs it.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -58,7 +75,7 @@ impl SystemInfo {
             board: read_trimmed("/proc/device-tree/model"),
             cpu_model: cpu.model,
             cpu_part: cpu.part,
-            cores: crate::pipeline::core_count(),
+            cores: core_count(),
             arch,
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             os: std::fs::read_to_string("/etc/os-release")

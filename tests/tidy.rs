@@ -8,6 +8,8 @@
 //! - No `.unwrap()`, `.expect(` or `panic!` in non-test code (also denied by clippy through
 //!   `#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]`
 //!   in `src/lib.rs` and `src/main.rs`, which this file checks are still there).
+//! - The modules' imports (`crate::x` in non-test code) form no cycle, and `geom` (plain
+//!   geometry) and `sysinfo` (machine facts) import nothing from the crate.
 //! - The shipped configuration does not claim that automatic pinning assumes cores `0..N-1`
 //!   (it counts positions in the process's affinity mask).
 //!
@@ -213,6 +215,70 @@ fn check_test_module_last(path: &str, text: &str) -> Option<String> {
     code_lines(text).err().map(|e| format!("{path}:{e}"))
 }
 
+/// The top-level module a file belongs to (`src/track/mod.rs` → `track`, `src/geom.rs` →
+/// `geom`); `None` for the crate roots.
+fn module_of(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("src/")?;
+    let first = rest.split('/').next()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (!matches!(name, "lib" | "main")).then(|| name.to_string())
+}
+
+/// Module → the modules its non-test code names as `crate::x`.
+fn import_graph(files: &[(String, String)]) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut graph = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (path, text) in files {
+        let Some(from) = module_of(path) else {
+            continue;
+        };
+        let deps = graph.entry(from.clone()).or_default();
+        for (_, line) in code_lines(text).unwrap_or_default() {
+            for part in line.split("crate::").skip(1) {
+                let to: String = part
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !to.is_empty() && to != from && !deps.contains(&to) {
+                    deps.push(to);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// One cycle of the graph, as `a → b → … → a`, if there is any.
+fn find_cycle(graph: &std::collections::BTreeMap<String, Vec<String>>) -> Option<String> {
+    fn visit<'a>(
+        node: &'a str,
+        graph: &'a std::collections::BTreeMap<String, Vec<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut Vec<&'a str>,
+    ) -> Option<String> {
+        if let Some(i) = path.iter().position(|n| *n == node) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(node);
+            return Some(cycle.join(" → "));
+        }
+        if done.contains(&node) {
+            return None;
+        }
+        path.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.push(node);
+        None
+    }
+    let mut done = Vec::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
 fn report(what: &str, problems: Vec<String>) {
     assert!(
         problems.is_empty(),
@@ -281,6 +347,22 @@ fn no_unwrap_expect_or_panic_outside_tests() {
 }
 
 #[test]
+fn module_imports_form_no_cycle() {
+    let graph = import_graph(&rust_files(&root().join("src")));
+    assert!(graph.contains_key("pipeline") && graph.contains_key("geom"));
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import cycle between modules: {cycle}\nfull graph: {graph:#?}");
+    }
+    for leaf in ["geom", "sysinfo", "frame", "stats"] {
+        let deps = graph.get(leaf).cloned().unwrap_or_default();
+        assert!(
+            deps.is_empty(),
+            "src/{leaf} must import nothing from the crate, imports {deps:?}"
+        );
+    }
+}
+
+#[test]
 fn shipped_config_does_not_claim_pinning_assumes_cores_0_to_n() {
     let path = root().join("systemd/lookout.toml");
     let text = std::fs::read_to_string(&path)
@@ -326,6 +408,17 @@ fn tidy_rules_fire_on_violations() {
     assert!(check_rule(threads, "src/source/v4l2.rs", "std::thread::sleep(d);\n").is_empty());
     let pin = "core_affinity::set_for_current(id);\n";
     assert_eq!(check_rule(&THREAD_RULES[1], "src/sysinfo.rs", pin).len(), 1);
+
+    let files = |a: &str, b: &str| {
+        vec![
+            ("src/a.rs".to_string(), a.to_string()),
+            ("src/b/mod.rs".to_string(), b.to_string()),
+        ]
+    };
+    let cyclic = import_graph(&files("use crate::b::X;\n", "fn f() { crate::a::g() }\n"));
+    assert_eq!(find_cycle(&cyclic).as_deref(), Some("a → b → a"));
+    let acyclic = import_graph(&files("use crate::b::X;\n", "fn f() {}\n"));
+    assert_eq!(find_cycle(&acyclic), None);
 
     let tract = "use tract_onnx::prelude::*;\n";
     assert_eq!(check_rule(&TRACT_RULE, "src/preprocess.rs", tract).len(), 1);

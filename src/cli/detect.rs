@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::detect::{self, Detector, DetectorConfig, ModelSource};
-use crate::preprocess::ResizeMode;
+use crate::geom::ResizeMode;
 
 /// Arguments of `lookout detect`.
 #[derive(Args, Debug, Clone)]

@@ -126,7 +126,7 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
         }
     };
     let mut changed = Vec::new();
-    let core_map = pipeline::CoreMap::plan(&new, &pipeline::allowed_cores());
+    let core_map = pipeline::CoreMap::plan(&new, &crate::sysinfo::allowed_cores());
     if new.model != cfg.model || core_map != parts.core_map {
         match pipeline::load_detector(&new, &core_map) {
             Ok(d) => {

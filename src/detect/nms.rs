@@ -1,58 +1,7 @@
-//! Boxes, intersection-over-union and class-aware non-maximum suppression.
+//! Detections and class-aware non-maximum suppression (boxes and IoU are in `geom`, re-exported
+//! here as [`BBox`]).
 
-use serde::{Deserialize, Serialize};
-
-/// An axis-aligned box `[x0, y0, x1, y1]` (x0 ≤ x1, y0 ≤ y1), in pixels.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, Default)]
-pub struct BBox {
-    /// Left edge.
-    pub x0: f32,
-    /// Top edge.
-    pub y0: f32,
-    /// Right edge.
-    pub x1: f32,
-    /// Bottom edge.
-    pub y1: f32,
-}
-
-impl BBox {
-    /// A box from its corners.
-    pub fn new(x0: f32, y0: f32, x1: f32, y1: f32) -> BBox {
-        BBox { x0, y0, x1, y1 }
-    }
-    /// Width (never negative).
-    pub fn width(&self) -> f32 {
-        (self.x1 - self.x0).max(0.0)
-    }
-    /// Height (never negative).
-    pub fn height(&self) -> f32 {
-        (self.y1 - self.y0).max(0.0)
-    }
-    /// Area (never negative).
-    pub fn area(&self) -> f32 {
-        self.width() * self.height()
-    }
-    /// Centre point.
-    pub fn center(&self) -> (f32, f32) {
-        ((self.x0 + self.x1) * 0.5, (self.y0 + self.y1) * 0.5)
-    }
-    /// Intersection over union, 0 when either box is empty.
-    pub fn iou(&self, other: &BBox) -> f32 {
-        let ix = (self.x1.min(other.x1) - self.x0.max(other.x0)).max(0.0);
-        let iy = (self.y1.min(other.y1) - self.y0.max(other.y0)).max(0.0);
-        let inter = ix * iy;
-        let union = self.area() + other.area() - inter;
-        if union > 0.0 {
-            inter / union
-        } else {
-            0.0
-        }
-    }
-    /// As the `[x0, y0, x1, y1]` array used in JSON output.
-    pub fn to_array(&self) -> [f32; 4] {
-        [self.x0, self.y0, self.x1, self.y1]
-    }
-}
+pub use crate::geom::BBox;
 
 /// One detected object.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,16 +43,6 @@ mod tests {
             score,
             bbox: BBox::new(x0, 0.0, x0 + 10.0, 10.0),
         }
-    }
-
-    #[test]
-    fn iou_of_identical_disjoint_and_half_overlapping_boxes() {
-        let a = BBox::new(0.0, 0.0, 10.0, 10.0);
-        assert!((a.iou(&a) - 1.0).abs() < 1e-6);
-        assert_eq!(a.iou(&BBox::new(20.0, 20.0, 30.0, 30.0)), 0.0);
-        let b = BBox::new(5.0, 0.0, 15.0, 10.0);
-        assert!((a.iou(&b) - 50.0 / 150.0).abs() < 1e-6);
-        assert_eq!(BBox::new(1.0, 1.0, 1.0, 1.0).iou(&a), 0.0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use pathfinding::kuhn_munkres::kuhn_munkres;
 use pathfinding::matrix::Matrix;
 
-use crate::detect::BBox;
+use crate::geom::BBox;
 
 /// A track's box at each of its last frames, oldest first, at most `capacity` entries.
 #[derive(Clone, Debug)]

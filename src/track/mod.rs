@@ -30,8 +30,9 @@ pub mod visual;
 
 pub use config::{KalmanConfig, TrackConfigError, TrackerConfig, VisualConfig};
 
-use crate::detect::{BBox, Detection};
+use crate::detect::Detection;
 use crate::frame::GrayImage;
+use crate::geom::BBox;
 use assoc::{Candidate, History};
 use motion::{BoxKalman, KalmanParams};
 use visual::{MedianFlow, Pyramid};

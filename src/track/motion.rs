@@ -10,7 +10,7 @@
 //! parameters suits a person far away and a car close by. Time is counted in frames: a gap in
 //! sequence numbers (dropped frames) is a longer prediction step.
 
-use crate::detect::BBox;
+use crate::geom::BBox;
 
 /// Noise parameters of the filter, as fractions of the box size.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -15,8 +15,8 @@
 //! and shared by every object; per-point work is a (patch+2)² template sample and a few
 //! patch-sized iterations per level.
 
-use crate::detect::BBox;
 use crate::frame::GrayImage;
+use crate::geom::BBox;
 
 /// Settings of the visual update, already checked (see `TrackerConfig::validate`).
 #[derive(Clone, Copy, Debug, PartialEq)]
