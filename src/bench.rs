@@ -24,7 +24,7 @@ use crate::detect::{self, Detection, Detector, ModelInfo, ModelSource};
 use crate::geom::{BBox, Mapping, ResizeMode};
 use crate::pipeline::{self, CoreMap, EndReason, Parts, PipelineError, RunOptions, Summary};
 use crate::preprocess;
-use crate::source::Pacing;
+use crate::source::{Pacing, Spec};
 use crate::stats::Latency;
 use crate::sysinfo::{self, CpuTimes, SystemInfo, TaskCpu, Thermal};
 
@@ -1214,25 +1214,16 @@ pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
             .config_file
             .as_ref()
             .map_or("<command line>".to_string(), |p| p.display().to_string());
-        return Err(ConfigErrors(
-            problems
-                .into_iter()
-                .map(|(key, message)| crate::config::ConfigError {
-                    file: file.clone(),
-                    key,
-                    line: 0,
-                    column: 0,
-                    message,
-                })
-                .collect(),
-        )
-        .into());
+        // The overrides come from the command line: no line to point at.
+        return Err(ConfigErrors::from_problems(&file, None, problems).into());
     }
     Ok(cfg)
 }
 
+/// True when the spec names a camera (runs at its own rate); a spec that does not parse is
+/// reported by validation.
 fn is_camera(spec: &str) -> bool {
-    spec.starts_with("/dev/")
+    Spec::parse(spec).is_ok_and(|s| s.is_camera())
 }
 
 /// Runs the benchmark: self-checks, runs every row, gathers the report.

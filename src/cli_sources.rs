@@ -25,7 +25,8 @@ pub struct DevicesArgs {
 pub struct CaptureArgs {
     /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/ or `demo`.
     pub spec: String,
-    /// Pixel format to ask a camera for (YUYV, UYVY, NV12, YU12, GREY, RGB3, MJPG).
+    /// Pixel format to ask a camera for: a FourCC (YUYV, UYVY, NV12, YU12, 422P, GREY, RGB3,
+    /// MJPG) or an alias (MJPEG, JPEG, I420, YUV420, GRAY, Y8, RGB, RGB24), as in the config.
     #[arg(long)]
     pub format: Option<String>,
     /// Frame size to ask a camera for, WIDTHxHEIGHT (e.g. 640x480).
@@ -131,23 +132,13 @@ fn trim_rate(fps: f64) -> String {
     }
 }
 
-/// Parses a pixel format name: a V4L2 FourCC or a common alias (MJPEG, I420, GRAY, RGB).
+/// Parses a pixel format name: a V4L2 FourCC or an alias (the one parser,
+/// [`PixelFormat`]'s `FromStr`, shared with the config file).
 ///
 /// # Errors
 /// Names the unknown format and lists the accepted ones.
 pub fn parse_format(name: &str) -> anyhow::Result<PixelFormat> {
-    let up = name.trim().to_ascii_uppercase();
-    let alias = match up.as_str() {
-        "MJPEG" | "JPEG" => "MJPG",
-        "I420" | "YUV420" => "YU12",
-        "GRAY" | "Y8" => "GREY",
-        "RGB" | "RGB24" => "RGB3",
-        other => other,
-    };
-    let code: Option<[u8; 4]> = alias.as_bytes().try_into().ok();
-    code.and_then(PixelFormat::from_fourcc).with_context(|| {
-        format!("unknown pixel format {name:?}: expected one of YUYV, UYVY, NV12, YU12, 422P, GREY, RGB3, MJPG")
-    })
+    Ok(name.parse::<PixelFormat>()?)
 }
 
 /// Parses `WIDTHxHEIGHT`.

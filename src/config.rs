@@ -2,6 +2,12 @@
 //! are errors) and validation whose every error names the key path, the line and column,
 //! what was expected and what was found.
 //!
+//! Validation has two stages (after ripgrep's low-/high-level arguments):
+//! [`Config::check_values`] looks at the values alone (ranges, names, the pixel format) and
+//! touches nothing; [`check_environment`] asks the machine (the source's file or device, the
+//! model file, the cores this process may use, the tracks file's directory). Both return
+//! [`Problem`]s; [`ConfigErrors::from_problems`] turns them into located errors.
+//!
 //! With no file at all, [`Config::default`] runs the bundled demo clip with the embedded
 //! model — the README's "main job". The shipped `systemd/lookout.toml` names `/dev/video0`.
 
@@ -10,7 +16,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{labels, DetectorConfig, ModelSource};
+use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
+use crate::source::Spec;
 use crate::track::TrackerConfig;
 
 /// The whole configuration.
@@ -33,13 +41,15 @@ pub struct Config {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SourceConfig {
-    /// `/dev/videoN`, `FILE.mjpeg`, `FILE.y4m`, `DIR/`, or `demo` (the bundled clip).
+    /// `/dev/videoN`, `FILE.mjpeg`, `FILE.y4m`, `DIR/`, or `demo` (the bundled clip): see
+    /// [`Spec::parse`].
     pub spec: String,
     /// Requested capture width (V4L2); 0 = the device's current setting.
     pub width: u32,
     /// Requested capture height (V4L2); 0 = the device's current setting.
     pub height: u32,
-    /// Requested pixel format FourCC (V4L2), e.g. `YUYV`, `MJPG`; empty = best available.
+    /// Requested pixel format (V4L2): a FourCC or an alias, as [`PixelFormat`]'s `FromStr`
+    /// reads it (`YUYV`, `MJPG`, `MJPEG`, …); empty = best available. See [`Config::pixel_format`].
     pub format: String,
     /// Requested frame rate (V4L2) or replay rate for files without one; 0 = default.
     pub fps: u32,
@@ -164,6 +174,50 @@ pub struct ConfigError {
 #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
+/// One problem found by validation, not yet located in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted key path, e.g. `source.format` (an index for array elements: `classes[1]`).
+    pub key: String,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem with `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl ConfigErrors {
+    /// The one conversion of [`Problem`]s into errors: each names `file` and, when the
+    /// file's `text` is given and holds the key, the line and column of its value (else 0:0,
+    /// e.g. for values that came from the command line).
+    pub fn from_problems(file: &str, text: Option<&str>, problems: Vec<Problem>) -> ConfigErrors {
+        ConfigErrors(
+            problems
+                .into_iter()
+                .map(|Problem { key, message }| {
+                    let (line, column) = text
+                        .and_then(|t| span_of(t, &key).map(|s| line_col(t, s.start)))
+                        .unwrap_or((0, 0));
+                    ConfigError {
+                        file: file.into(),
+                        key,
+                        line,
+                        column,
+                        message,
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
 /// `0..4` for contiguous core ids, else the list (`[2, 3]`).
 fn describe_cores(ids: &[usize]) -> String {
     match (ids.first(), ids.last()) {
@@ -259,58 +313,37 @@ impl Config {
         if problems.is_empty() {
             return Ok(cfg);
         }
-        Err(ConfigErrors(
-            problems
-                .into_iter()
-                .map(|(key, message)| {
-                    let (line, column) =
-                        span_of(text, &key).map_or((0, 0), |s| line_col(text, s.start));
-                    ConfigError {
-                        file: file.into(),
-                        key,
-                        line,
-                        column,
-                        message,
-                    }
-                })
-                .collect(),
-        ))
+        Err(ConfigErrors::from_problems(file, Some(text), problems))
     }
 
-    /// Semantic checks: `(key path, "expected …, found …")` for every problem.
-    pub fn problems(&self) -> Vec<(String, String)> {
+    /// Every problem: [`Config::check_values`], then [`check_environment`].
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut p = self.check_values();
+        p.extend(check_environment(self));
+        p
+    }
+
+    /// The checks of the values alone (ranges, names, the pixel format): no file, device or
+    /// system call is consulted, so the result depends on nothing but `self`.
+    pub fn check_values(&self) -> Vec<Problem> {
         let mut p = Vec::new();
-        let mut bad = |k: &str, m: String| p.push((k.to_string(), m));
+        let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
         let s = &self.source;
         if s.spec.trim().is_empty() {
-            bad("source.spec", "expected a device (/dev/videoN), a file (.mjpeg/.y4m), a directory or \"demo\", found an empty string".into());
-        } else if s.spec.starts_with("/dev/") {
-            if !Path::new(&s.spec).exists() {
-                bad(
-                    "source.spec",
-                    format!(
-                        "expected an existing V4L2 device, found {} (no such device)",
-                        s.spec
-                    ),
-                );
-            }
-        } else if s.spec != "demo" && !Path::new(&s.spec).exists() {
             bad(
                 "source.spec",
-                format!(
-                    "expected an existing file or directory, found {} (not found)",
-                    s.spec
-                ),
+                format!("expected {SPEC_KINDS}, found an empty string"),
             );
         }
         if s.width > 16384 || s.height > 16384 || (s.width == 0) != (s.height == 0) {
             bad("source.width", format!("expected width and height both 0 (device default) or both in 1..=16384, found {}x{}", s.width, s.height));
         }
-        if !s.format.is_empty() && (s.format.len() != 4 || !s.format.is_ascii()) {
+        if !s.format.is_empty() && s.format.parse::<PixelFormat>().is_err() {
             bad(
                 "source.format",
                 format!(
-                    "expected a 4-character FourCC like \"YUYV\" or \"MJPG\", found {:?}",
+                    "expected a FourCC lookout reads, one of {}, or \"\" for the best the camera offers; found {:?}",
+                    PixelFormat::accepted_names(),
                     s.format
                 ),
             );
@@ -322,28 +355,6 @@ impl Config {
             );
         }
         let m = &self.model;
-        if !m.file.is_empty() {
-            match std::fs::File::open(&m.file) {
-                Ok(_) if Path::new(&m.file).is_dir() => bad(
-                    "model.file",
-                    format!(
-                        "expected a readable ONNX file, found {} (a directory)",
-                        m.file
-                    ),
-                ),
-                Ok(_) => {
-                    // Parse and type it (no optimization): a file that is not a NanoDet ONNX
-                    // model, or one that rejects input_size, is a configuration error too.
-                    if let Err(e) = crate::detect::Detector::check(&self.detector()) {
-                        bad("model.file", format!("expected a NanoDet ONNX model: {e}"));
-                    }
-                }
-                Err(e) => bad(
-                    "model.file",
-                    format!("expected a readable ONNX file, found {} ({e})", m.file),
-                ),
-            }
-        }
         match m.input_size.as_slice() {
             [] => {}
             [w, h]
@@ -374,10 +385,6 @@ impl Config {
                 format!("expected 1..=1000, found {}", m.max_detections),
             );
         }
-        // The cores this process may run on (all of them, or what CPUAffinity=/taskset left).
-        let allowed = crate::sysinfo::allowed_cores();
-        let core_ok = |c: usize| allowed.is_empty() || allowed.contains(&c);
-        let cores_desc = describe_cores(&allowed);
         if m.threads == 0 || m.threads > 64 {
             bad(
                 "model.threads",
@@ -389,25 +396,6 @@ impl Config {
             bad(
                 "pipeline.detect_every",
                 format!("expected 1..=1000 frames, found {}", pl.detect_every),
-            );
-        }
-        for (k, v) in [
-            ("pipeline.capture_core", pl.capture_core),
-            ("pipeline.track_core", pl.track_core),
-        ] {
-            if let Some(v) = v.filter(|v| !core_ok(*v)) {
-                bad(
-                    k,
-                    format!(
-                        "expected one of the cores this process may use ({cores_desc}), found {v}"
-                    ),
-                );
-            }
-        }
-        if let Some(c) = pl.detect_cores.iter().find(|c| !core_ok(**c)) {
-            bad(
-                "pipeline.detect_cores",
-                format!("expected cores this process may use ({cores_desc}), found {c}"),
             );
         }
         if !(pl.stats_interval >= 0.5 && pl.stats_interval <= 3600.0) {
@@ -437,21 +425,18 @@ impl Config {
                 );
             }
         }
-        if !self.output.tracks_file.is_empty() {
-            let parent = Path::new(&self.output.tracks_file)
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty());
-            if parent.is_some_and(|p| !p.is_dir()) {
-                bad(
-                    "output.tracks_file",
-                    format!(
-                        "expected a path in an existing directory, found {}",
-                        self.output.tracks_file
-                    ),
-                );
-            }
-        }
         p
+    }
+
+    /// The pixel format `[source] format` asks for (`None`: the best the camera offers).
+    /// A validated configuration's format always parses.
+    pub fn pixel_format(&self) -> Option<PixelFormat> {
+        let f = self.source.format.trim();
+        if f.is_empty() {
+            None
+        } else {
+            f.parse().ok()
+        }
     }
 
     /// The detector settings this configuration asks for.
@@ -494,6 +479,113 @@ impl Config {
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render: {e}"))
     }
+}
+
+/// What `source.spec` may name, for error messages.
+const SPEC_KINDS: &str =
+    "a device (/dev/videoN), a file (.mjpeg, .mjpg, .y4m), a directory of JPEG/PNG images or \"demo\"";
+
+/// The checks that ask the machine: the source's device or file exists and is of a kind
+/// lookout reads, the model file is a usable NanoDet ONNX model (parsed and typed, not
+/// optimized), the configured cores are ones this process may run on, the tracks file's
+/// directory exists.
+pub fn check_environment(cfg: &Config) -> Vec<Problem> {
+    let mut p = Vec::new();
+    let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
+    let spec = cfg.source.spec.trim();
+    if !spec.is_empty() {
+        match Spec::parse(spec) {
+            Ok(Spec::Demo) => {}
+            Ok(Spec::Camera(device)) => {
+                if !Path::new(&device).exists() {
+                    bad(
+                        "source.spec",
+                        format!(
+                            "expected an existing V4L2 device, found {device} (no such device)"
+                        ),
+                    );
+                }
+            }
+            Ok(other) => {
+                if other.path().is_some_and(|p| !p.exists()) {
+                    bad(
+                        "source.spec",
+                        format!("expected an existing file or directory, found {spec} (not found)"),
+                    );
+                }
+            }
+            Err(_) if !Path::new(spec).exists() => bad(
+                "source.spec",
+                format!("expected an existing file or directory, found {spec} (not found)"),
+            ),
+            Err(_) => bad(
+                "source.spec",
+                format!(
+                    "expected {SPEC_KINDS}, found {spec} (a kind of file lookout does not read)"
+                ),
+            ),
+        }
+    }
+    let m = &cfg.model;
+    if !m.file.is_empty() {
+        match std::fs::File::open(&m.file) {
+            Ok(_) if Path::new(&m.file).is_dir() => bad(
+                "model.file",
+                format!(
+                    "expected a readable ONNX file, found {} (a directory)",
+                    m.file
+                ),
+            ),
+            Ok(_) => {
+                // Parse and type it (no optimization): a file that is not a NanoDet ONNX
+                // model, or one that rejects input_size, is a configuration error too.
+                if let Err(e) = crate::detect::Detector::check(&cfg.detector()) {
+                    bad("model.file", format!("expected a NanoDet ONNX model: {e}"));
+                }
+            }
+            Err(e) => bad(
+                "model.file",
+                format!("expected a readable ONNX file, found {} ({e})", m.file),
+            ),
+        }
+    }
+    // The cores this process may run on (all of them, or what CPUAffinity=/taskset left).
+    let allowed = crate::sysinfo::allowed_cores();
+    let core_ok = |c: usize| allowed.is_empty() || allowed.contains(&c);
+    let cores_desc = describe_cores(&allowed);
+    let pl = &cfg.pipeline;
+    for (k, v) in [
+        ("pipeline.capture_core", pl.capture_core),
+        ("pipeline.track_core", pl.track_core),
+    ] {
+        if let Some(v) = v.filter(|v| !core_ok(*v)) {
+            bad(
+                k,
+                format!("expected one of the cores this process may use ({cores_desc}), found {v}"),
+            );
+        }
+    }
+    if let Some(c) = pl.detect_cores.iter().find(|c| !core_ok(**c)) {
+        bad(
+            "pipeline.detect_cores",
+            format!("expected cores this process may use ({cores_desc}), found {c}"),
+        );
+    }
+    if !cfg.output.tracks_file.is_empty() {
+        let parent = Path::new(&cfg.output.tracks_file)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty());
+        if parent.is_some_and(|p| !p.is_dir()) {
+            bad(
+                "output.tracks_file",
+                format!(
+                    "expected a path in an existing directory, found {}",
+                    cfg.output.tracks_file
+                ),
+            );
+        }
+    }
+    p
 }
 
 #[cfg(test)]
@@ -545,6 +637,33 @@ mod tests {
             (e.key.as_str(), e.line, e.column),
             ("tracker.classes[1]", 4, 3)
         );
+    }
+
+    #[test]
+    fn value_checks_need_no_machine_and_environment_checks_ask_it() {
+        let mut c = Config::default();
+        c.source.spec = "/dev/video-none".into();
+        c.model.file = "/nonexistent/model.onnx".into();
+        c.pipeline.capture_core = Some(100_000);
+        assert_eq!(c.check_values(), Vec::new());
+        let keys: Vec<String> = check_environment(&c).into_iter().map(|p| p.key).collect();
+        assert_eq!(
+            keys,
+            ["source.spec", "model.file", "pipeline.capture_core"].map(String::from)
+        );
+        c.source.format = "H264".into();
+        c.source.spec = "clip.avi".into();
+        let values = c.check_values();
+        assert_eq!(values.len(), 1);
+        assert_eq!(values[0].key, "source.format");
+        assert!(
+            values[0].message.contains("\"H264\""),
+            "{}",
+            values[0].message
+        );
+        c.source.format = " mjpeg ".into();
+        assert_eq!(c.check_values(), Vec::new());
+        assert_eq!(c.pixel_format(), Some(crate::frame::PixelFormat::Mjpeg));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! frame carries the camera's bytes untouched.
 
 use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// Pixel layouts lookout understands. The names follow V4L2's FourCCs.
@@ -29,6 +30,42 @@ pub enum PixelFormat {
 }
 
 impl PixelFormat {
+    /// Every format lookout reads, in the order error messages list them.
+    pub const ALL: [PixelFormat; 8] = [
+        PixelFormat::Yuyv,
+        PixelFormat::Uyvy,
+        PixelFormat::Nv12,
+        PixelFormat::Yu12,
+        PixelFormat::Yuv422p,
+        PixelFormat::Grey,
+        PixelFormat::Rgb24,
+        PixelFormat::Mjpeg,
+    ];
+
+    /// Other names accepted for a format (by the config file and the command line alike),
+    /// with the format each means.
+    pub const ALIASES: [(&'static str, PixelFormat); 8] = [
+        ("MJPEG", PixelFormat::Mjpeg),
+        ("JPEG", PixelFormat::Mjpeg),
+        ("I420", PixelFormat::Yu12),
+        ("YUV420", PixelFormat::Yu12),
+        ("GRAY", PixelFormat::Grey),
+        ("Y8", PixelFormat::Grey),
+        ("RGB", PixelFormat::Rgb24),
+        ("RGB24", PixelFormat::Rgb24),
+    ];
+
+    /// The accepted names for error messages: `YUYV, UYVY, …, MJPG (aliases: MJPEG, …)`.
+    pub fn accepted_names() -> String {
+        let fourccs: Vec<String> = Self::ALL.iter().map(|f| f.to_string()).collect();
+        let aliases: Vec<&str> = Self::ALIASES.iter().map(|(a, _)| *a).collect();
+        format!(
+            "{} (aliases: {}; any case)",
+            fourccs.join(", "),
+            aliases.join(", ")
+        )
+    }
+
     /// The V4L2 FourCC of this format.
     pub fn fourcc(self) -> [u8; 4] {
         match self {
@@ -45,18 +82,7 @@ impl PixelFormat {
 
     /// The format for a V4L2 FourCC, if lookout supports it.
     pub fn from_fourcc(code: [u8; 4]) -> Option<PixelFormat> {
-        [
-            PixelFormat::Yuyv,
-            PixelFormat::Uyvy,
-            PixelFormat::Nv12,
-            PixelFormat::Yu12,
-            PixelFormat::Yuv422p,
-            PixelFormat::Grey,
-            PixelFormat::Rgb24,
-            PixelFormat::Mjpeg,
-        ]
-        .into_iter()
-        .find(|f| f.fourcc() == code)
+        Self::ALL.into_iter().find(|f| f.fourcc() == code)
     }
 
     /// Bytes an image of this size needs, or `None` for compressed formats.
@@ -71,6 +97,36 @@ impl PixelFormat {
             PixelFormat::Rgb24 => Some(w * h * 3),
             PixelFormat::Mjpeg => None,
         }
+    }
+}
+
+/// A pixel format name that is neither a FourCC lookout reads nor one of its aliases.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown pixel format {name:?}: expected a FourCC lookout reads, one of {}",
+    PixelFormat::accepted_names()
+)]
+pub struct UnknownPixelFormat {
+    /// The name as given.
+    pub name: String,
+}
+
+/// The one parser of pixel format names (config `source.format`, `--format` options): a
+/// FourCC (`YUYV`, `MJPG`, …) or an alias (`MJPEG`, `I420`, …), in any case, surrounding
+/// blanks ignored. An empty string is not a format (callers treat it as "no preference").
+impl FromStr for PixelFormat {
+    type Err = UnknownPixelFormat;
+
+    fn from_str(name: &str) -> Result<PixelFormat, UnknownPixelFormat> {
+        let up = name.trim().to_ascii_uppercase();
+        Self::ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == up)
+            .map(|(_, f)| *f)
+            .or_else(|| Self::ALL.into_iter().find(|f| f.to_string() == up))
+            .ok_or_else(|| UnknownPixelFormat {
+                name: name.to_string(),
+            })
     }
 }
 
@@ -132,6 +188,26 @@ mod tests {
             assert_eq!(PixelFormat::from_fourcc(f.fourcc()), Some(f));
         }
         assert_eq!(PixelFormat::from_fourcc(*b"XXXX"), None);
+    }
+
+    #[test]
+    fn names_fourccs_and_aliases_parse_to_one_format() {
+        for f in PixelFormat::ALL {
+            assert_eq!(f.to_string().parse(), Ok(f));
+            assert_eq!(f.to_string().to_lowercase().parse(), Ok(f));
+        }
+        assert_eq!(" mjpeg ".parse(), Ok(PixelFormat::Mjpeg));
+        assert_eq!("I420".parse(), Ok(PixelFormat::Yu12));
+        assert_eq!("gray".parse(), Ok(PixelFormat::Grey));
+        assert_eq!("422p".parse(), Ok(PixelFormat::Yuv422p));
+        for bad in ["H264", "YUVY", "", "YUV"] {
+            let e = bad.parse::<PixelFormat>().unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
+            for f in PixelFormat::ALL {
+                assert!(msg.contains(&f.to_string()), "{msg} lacks {f}");
+            }
+        }
     }
 
     #[test]

@@ -340,9 +340,8 @@ pub fn source_options(cfg: &Config, pace: Option<Pacing>) -> SourceOptions {
     SourceOptions {
         width: nz(s.width),
         height: nz(s.height),
-        format: crate::frame::PixelFormat::from_fourcc(
-            s.format.as_bytes().try_into().unwrap_or([0; 4]),
-        ),
+        // Validation rejects a format that does not parse, so `None` here means "" (best).
+        format: cfg.pixel_format(),
         fps: nz(s.fps),
         pace: pace.unwrap_or(if s.realtime {
             Pacing::RealTime

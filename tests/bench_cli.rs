@@ -335,6 +335,18 @@ fn bad_arguments_are_named() {
     );
     assert_eq!(out.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/clip.mjpeg"));
+    // An existing file no source reads is a configuration error too (it used to fail later,
+    // opening the source, with status 1).
+    let dir = tempfile::tempdir().unwrap();
+    let avi = dir.path().join("clip.avi");
+    std::fs::write(&avi, b"RIFF....AVI ").unwrap();
+    let out = bench(&["--source", avi.to_str().unwrap(), "--frames", "5"], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("source.spec") && err.contains("clip.avi"),
+        "{err}"
+    );
     let out = bench(
         &["--sweep", "threads", "--tracks-out", "/tmp/x.jsonl"],
         None,

@@ -75,6 +75,9 @@ const CASES: &[Case] = &[
     case("fps too high", "[source]\nfps = 5000\n", "source.fps", Some(2), "found 5000"),
     case("width without height", "[source]\nwidth = 640\nheight = 0\n", "source.width", Some(2), "640x0"),
     case("FourCC of 3 characters", "[source]\nformat = \"YUV\"\n", "source.format", Some(2), "FourCC"),
+    // A FourCC lookout cannot read, or a typo: once silently "the best format available".
+    case("format lookout cannot read", "[source]\nformat = \"H264\"\n", "source.format", Some(2), "\"H264\""),
+    case("format typo", "[source]\n\nformat = \"YUVY\"\n", "source.format", Some(3), "\"YUVY\""),
     case("threshold above 1", "[model]\nthreshold = 1.5\n", "model.threshold", Some(2), "found 1.5"),
     case("iou_threshold zero", "[model]\niou_threshold = 0.0\n", "model.iou_threshold", Some(2), "found 0"),
     case("max_detections zero", "[model]\nmax_detections = 0\n", "model.max_detections", Some(2), "found 0"),
@@ -100,6 +103,8 @@ const CASES: &[Case] = &[
     // --- things that do not exist --------------------------------------------------------
     case("missing camera", "[source]\nspec = \"/dev/video99\"\n", "source.spec", Some(2), "no such device"),
     case("missing clip", "[source]\nspec = \"{tmp}/no-such-clip.mjpeg\"\n", "source.spec", Some(2), "not found"),
+    // It exists, but no backend reads it: once valid for check-config, then exit 1 from run.
+    case("existing file of an unsupported kind", "[source]\nspec = \"{tmp}/clip.avi\"\n", "source.spec", Some(2), "clip.avi"),
     case("empty source", "[source]\nspec = \"  \"\n", "source.spec", Some(2), "empty"),
     case("missing model file", "[model]\nfile = \"{tmp}/no-such-model.onnx\"\n", "model.file", Some(2), "no-such-model.onnx"),
     case("model file is a photo, not ONNX", "[model]\nfile = \"{data}/astronaut.jpg\"\n", "model.file", Some(2), "not a valid ONNX model"),
@@ -176,6 +181,8 @@ fn malformed_configs_are_refused_with_the_key_and_line() {
     let dir = scratch();
     let tmp = dir.path().to_str().expect("temporary path is UTF-8");
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    // An existing file that no source backend reads (the "unsupported kind" case).
+    write(dir.path(), "clip.avi", "RIFF....AVI ");
     let mut failures = Vec::new();
     for (i, c) in CASES.iter().enumerate() {
         let file = write(
@@ -248,6 +255,29 @@ fn a_missing_config_file_is_a_config_error() {
         assert!(
             all.contains("absent.toml") && all.contains("cannot read the configuration file"),
             "{args:?}: {all}"
+        );
+    }
+}
+
+#[test]
+fn pixel_format_aliases_are_valid_in_the_config_as_on_the_command_line() {
+    // `lookout capture --format` has always taken these aliases; the config now takes the same.
+    let dir = scratch();
+    for (i, name) in ["MJPEG", "mjpg", "I420", "yuyv", "GRAY", "422P", ""]
+        .iter()
+        .enumerate()
+    {
+        let file = write(
+            dir.path(),
+            &format!("format{i}.toml"),
+            &format!("[source]\nformat = \"{name}\"\n"),
+        );
+        let out = lookout().arg("check-config").arg(&file).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "format {name:?}: {}",
+            text(&out)
         );
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::config::{Config, ConfigErrors};
+use crate::config::{Config, ConfigErrors, Problem};
 use crate::pipeline::{self, EndReason, Parts, RunOptions, Summary};
 use crate::service::{Notifier, Signals};
 
@@ -84,28 +84,37 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     Ok(())
 }
 
-/// A model that cannot be used is a configuration problem (exit 78, no restart loop), even
-/// when it slipped past validation (the file changed in between); anything else is a runtime
-/// failure.
+/// A model that cannot be used, or a source spec no backend reads, is a configuration problem
+/// (exit 78, no restart loop), even when it slipped past validation (a file changed in
+/// between); anything else is a runtime failure.
 fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> RunError {
     use crate::detect::DetectError;
-    match e {
+    use crate::source::SourceError;
+    let problem = match e {
         pipeline::PipelineError::Detect(
             d @ (DetectError::Read { .. }
             | DetectError::NotOnnx { .. }
             | DetectError::WrongShape { .. }),
-        ) => RunError::Config(ConfigErrors(vec![crate::config::ConfigError {
-            file: args
-                .config
-                .as_ref()
-                .map_or("<built-in>".into(), |p| p.display().to_string()),
-            key: "model.file".into(),
-            line: 0,
-            column: 0,
-            message: d.to_string(),
-        }])),
-        other => RunError::Runtime(other.into()),
-    }
+        ) => Problem::new("model.file", d.to_string()),
+        pipeline::PipelineError::Source(s @ SourceError::UnknownSpec { .. }) => {
+            Problem::new("source.spec", s.to_string())
+        }
+        other => return RunError::Runtime(other.into()),
+    };
+    let file = args
+        .config
+        .as_ref()
+        .map_or("<built-in>".into(), |p| p.display().to_string());
+    // Where the file still says it, point at the line.
+    let text = args
+        .config
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok());
+    RunError::Config(ConfigErrors::from_problems(
+        &file,
+        text.as_deref(),
+        vec![problem],
+    ))
 }
 
 /// Applies a new configuration after SIGHUP, restarting only what changed; an invalid one is

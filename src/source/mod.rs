@@ -3,7 +3,8 @@
 //! Every backend implements [`FrameSource`]; [`open`] turns a user's source spec into one.
 //! Sources never convert pixels (see `preprocess`): a frame carries the camera's bytes.
 //!
-//! Spec grammar (one string, as in the config file and on the command line):
+//! Spec grammar (one string, as in the config file and on the command line), parsed in one
+//! place, [`Spec::parse`], which configuration validation, [`open`] and `bench` all use:
 //!
 //! | spec | backend |
 //! |---|---|
@@ -12,6 +13,8 @@
 //! | `FILE.y4m` | [`replay::ReplaySource`], YUV4MPEG2 4:2:0 / 4:2:2 / mono |
 //! | `DIR/` (or any directory) | [`replay::ReplaySource`], JPEG/PNG images sorted by name |
 //! | `demo` | the bundled clip (`tests/data/demo/`), 640×480 MJPEG at 10 fps |
+//!
+//! Anything else (`clip.avi`, an empty string) is [`SourceError::UnknownSpec`].
 //!
 //! Errors are transient or fatal ([`SourceError::is_transient`]): a camera that times out or is
 //! unplugged keeps its source object alive and later calls to [`FrameSource::next`] recover.
@@ -244,39 +247,98 @@ impl SourceError {
     }
 }
 
+/// What a source spec names: the one parser of the grammar in the module documentation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Spec {
+    /// A V4L2 device: any path under `/dev/`.
+    Camera(String),
+    /// Concatenated JPEGs: `FILE.mjpeg` / `FILE.mjpg` (any case).
+    Mjpeg(PathBuf),
+    /// YUV4MPEG2: `FILE.y4m` (any case).
+    Y4m(PathBuf),
+    /// A directory of JPEG/PNG images: a path ending in `/`, or an existing directory.
+    Dir(PathBuf),
+    /// The clip built into the binary: `demo`.
+    Demo,
+}
+
+impl Spec {
+    /// Classifies a spec (surrounding blanks ignored). Decided by its text, except that a
+    /// path without a trailing `/` is asked whether it is an existing directory (one `stat`);
+    /// whether files exist is not checked here (that is [`open`]'s and the configuration's
+    /// environment check's business).
+    ///
+    /// # Errors
+    /// [`SourceError::UnknownSpec`] for an empty spec and for a file of a kind no backend
+    /// reads (e.g. `clip.avi`).
+    pub fn parse(spec: &str) -> Result<Spec, SourceError> {
+        let s = spec.trim();
+        let unknown = || SourceError::UnknownSpec {
+            spec: spec.to_string(),
+        };
+        if s == DEMO_SPEC {
+            return Ok(Spec::Demo);
+        }
+        if s.is_empty() {
+            return Err(unknown());
+        }
+        if s.starts_with("/dev/") {
+            return Ok(Spec::Camera(s.to_string()));
+        }
+        let path = Path::new(s);
+        if s.ends_with('/') || path.is_dir() {
+            return Ok(Spec::Dir(path.to_path_buf()));
+        }
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(|e| e.to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("mjpeg") | Some("mjpg") => Ok(Spec::Mjpeg(path.to_path_buf())),
+            Some("y4m") => Ok(Spec::Y4m(path.to_path_buf())),
+            _ => Err(unknown()),
+        }
+    }
+
+    /// True for a V4L2 camera (frames come at the device's pace; it never ends).
+    pub fn is_camera(&self) -> bool {
+        matches!(self, Spec::Camera(_))
+    }
+
+    /// The file, directory or device the spec names (`None` for the built-in demo clip).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Spec::Camera(d) => Some(Path::new(d)),
+            Spec::Mjpeg(p) | Spec::Y4m(p) | Spec::Dir(p) => Some(p),
+            Spec::Demo => None,
+        }
+    }
+}
+
 /// Opens the source a spec names (see the module documentation for the grammar).
 ///
 /// # Errors
 /// One clear [`SourceError`] per bad spec: unknown extension, missing or unreadable file,
 /// missing device, a device that cannot deliver the requested mode.
 pub fn open(spec: &str, opts: &SourceOptions) -> Result<Box<dyn FrameSource + Send>, SourceError> {
-    let spec_trim = spec.trim();
-    if spec_trim == DEMO_SPEC {
-        return Ok(Box::new(replay::ReplaySource::demo(opts)?));
-    }
-    if spec_trim.is_empty() {
-        return Err(SourceError::UnknownSpec {
-            spec: spec.to_string(),
-        });
-    }
-    let path = Path::new(spec_trim);
-    if spec_trim.starts_with("/dev/") {
-        return Ok(Box::new(v4l2::V4l2Source::open(spec_trim, opts)?));
-    }
-    if spec_trim.ends_with('/') || path.is_dir() {
-        return Ok(Box::new(replay::ReplaySource::image_dir(path, opts)?));
-    }
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(|e| e.to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("mjpeg") | Some("mjpg") => Ok(Box::new(replay::ReplaySource::mjpeg_file(path, opts)?)),
-        Some("y4m") => Ok(Box::new(replay::ReplaySource::y4m_file(path, opts)?)),
-        _ => Err(SourceError::UnknownSpec {
-            spec: spec.to_string(),
-        }),
-    }
+    open_spec(&Spec::parse(spec)?, opts)
+}
+
+/// Opens an already parsed spec.
+///
+/// # Errors
+/// As [`open`], except for the spec's grammar.
+pub fn open_spec(
+    spec: &Spec,
+    opts: &SourceOptions,
+) -> Result<Box<dyn FrameSource + Send>, SourceError> {
+    Ok(match spec {
+        Spec::Demo => Box::new(replay::ReplaySource::demo(opts)?),
+        Spec::Camera(device) => Box::new(v4l2::V4l2Source::open(device, opts)?),
+        Spec::Dir(path) => Box::new(replay::ReplaySource::image_dir(path, opts)?),
+        Spec::Mjpeg(path) => Box::new(replay::ReplaySource::mjpeg_file(path, opts)?),
+        Spec::Y4m(path) => Box::new(replay::ReplaySource::y4m_file(path, opts)?),
+    })
 }
 
 #[cfg(test)]
@@ -293,6 +355,25 @@ mod tests {
             err.contains("clip.avi") && err.contains("FILE.y4m"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn specs_parse_to_one_kind_each() {
+        let p = |s: &str| Spec::parse(s).map_err(|e| e.to_string());
+        assert_eq!(p("demo"), Ok(Spec::Demo));
+        assert_eq!(p(" /dev/video0 "), Ok(Spec::Camera("/dev/video0".into())));
+        assert_eq!(p("a/clip.MJPG"), Ok(Spec::Mjpeg("a/clip.MJPG".into())));
+        assert_eq!(p("clip.mjpeg"), Ok(Spec::Mjpeg("clip.mjpeg".into())));
+        assert_eq!(p("x.y4m"), Ok(Spec::Y4m("x.y4m".into())));
+        assert_eq!(p("frames/"), Ok(Spec::Dir("frames/".into())));
+        let dir = std::env::temp_dir();
+        let dir_s = dir.to_string_lossy().trim_end_matches('/').to_string();
+        assert_eq!(p(&dir_s), Ok(Spec::Dir(PathBuf::from(&dir_s))));
+        for bad in ["", "  ", "clip.avi", "frames"] {
+            assert!(p(bad).is_err(), "{bad:?} parsed");
+        }
+        assert!(Spec::Camera("/dev/video1".into()).is_camera());
+        assert!(!Spec::Demo.is_camera());
     }
 
     #[test]

@@ -372,7 +372,8 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
             .ok_or_else(|| SourceError::Negotiate {
                 device: path.to_string(),
                 message: format!(
-                    "none of the formats lookout reads (YUYV, UYVY, NV12, YU12, GREY, RGB3, MJPG) is offered; the device offers {}",
+                    "none of the formats lookout reads from a camera ({}) is offered; the device offers {}",
+                    PREFERRED.map(|f| f.to_string()).join(", "),
                     list(&offered)
                 ),
             })?,
