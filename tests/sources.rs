@@ -315,3 +315,202 @@ fn source_errors_say_whether_to_retry() {
     assert!(matches!(e, Some(SourceError::NoDevice { .. })));
     assert!(e.is_some_and(|e| !e.is_transient()));
 }
+
+// ── empty and absurd recordings (issue 14, item 7) ──
+
+/// A JPEG whose frame header (SOF0) claims `w`×`h`; the scan data stays the small image's.
+fn with_sof_size(mut jpeg: Vec<u8>, w: u16, h: u16) -> Vec<u8> {
+    let sof = jpeg
+        .windows(2)
+        .position(|m| m == [0xFF, 0xC0])
+        .expect("baseline JPEG has an SOF0");
+    jpeg[sof + 5..sof + 7].copy_from_slice(&h.to_be_bytes());
+    jpeg[sof + 7..sof + 9].copy_from_slice(&w.to_be_bytes());
+    jpeg
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A small valid PNG whose IHDR claims `w`×`h` (a decompression bomb's header).
+fn png_claiming(w: u32, h: u32) -> Vec<u8> {
+    let mut png = Vec::new();
+    let enc = image::codecs::png::PngEncoder::new(&mut png);
+    let r = image::ImageEncoder::write_image(
+        enc,
+        &[0u8; 4 * 4 * 3],
+        4,
+        4,
+        image::ExtendedColorType::Rgb8,
+    );
+    assert!(r.is_ok(), "{r:?}");
+    // 8-byte signature, then IHDR: length (4), "IHDR" (4), width, height, ..., CRC.
+    png[16..20].copy_from_slice(&w.to_be_bytes());
+    png[20..24].copy_from_slice(&h.to_be_bytes());
+    let crc = crc32(&png[12..29]);
+    png[29..33].copy_from_slice(&crc.to_be_bytes());
+    png
+}
+
+#[test]
+fn absurd_y4m_sizes_are_refused_from_the_header() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // What a new user tried: the header claims 99999², the body holds 1000 bytes. Refused
+    // from the header (before any buffer is sized from it), naming the file and the size.
+    let p = dir.path().join("absurd.y4m");
+    let mut data = b"YUV4MPEG2 W99999 H99999 F10:1 C420\nFRAME\n".to_vec();
+    data.extend([7u8; 1000]);
+    std::fs::write(&p, data).expect("write");
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(
+        e.contains("absurd.y4m") && e.contains("99999x99999") && e.contains("8192"),
+        "{e}"
+    );
+    // Just over the limit on one side only.
+    let p = dir.path().join("wide.y4m");
+    write_y4m(&p, "YUV4MPEG2 W8193 H2 Cmono\n", &[vec![0u8; 8193 * 2]]);
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(e.contains("wide.y4m") && e.contains("8193x2"), "{e}");
+    // At the limit is allowed (one row of 8192 grey pixels).
+    let p = dir.path().join("edge.y4m");
+    write_y4m(&p, "YUV4MPEG2 W8192 H1 Cmono\n", &[vec![9u8; 8192]]);
+    let mut src = open(p.to_str().unwrap_or_default(), &fast());
+    let got = drain(src.as_mut());
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].width, got[0].height), (8192, 1));
+}
+
+#[test]
+fn a_y4m_that_ends_before_its_first_frame_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 640x480 4:2:0 needs 460800 bytes per frame; the file holds 1006 after its header.
+    let p = dir.path().join("short.y4m");
+    let mut data = b"YUV4MPEG2 W640 H480 F10:1 C420\nFRAME\n".to_vec();
+    data.extend([7u8; 1000]);
+    std::fs::write(&p, data).expect("write");
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(
+        e.contains("short.y4m")
+            && e.contains("truncated first frame")
+            && e.contains("640x480")
+            && e.contains("460800")
+            && e.contains("1006"),
+        "{e}"
+    );
+    // A header alone (no frame at all).
+    let p = dir.path().join("header-only.y4m");
+    write_y4m(&p, "YUV4MPEG2 W8 H8 C420\n", &[]);
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(
+        e.contains("header-only.y4m") && e.contains("holds 0 bytes"),
+        "{e}"
+    );
+    // Long enough on paper, but the FRAME line carries parameters and the pixels fall short:
+    // caught on the first read, naming the frame and the byte counts.
+    let p = dir.path().join("params.y4m");
+    let mut data = b"YUV4MPEG2 W4 H4 Cmono\nFRAME".to_vec();
+    data.extend([b' '; 20]);
+    data.extend(b"\n");
+    data.extend([1u8; 3]);
+    std::fs::write(&p, data).expect("write");
+    let mut src = open(p.to_str().unwrap_or_default(), &fast());
+    match src.next() {
+        Err(e @ SourceError::Empty { .. }) => {
+            let e = e.to_string();
+            assert!(
+                e.contains("params.y4m") && e.contains("frame 0 truncated: 3 of the 16 bytes"),
+                "{e}"
+            );
+        }
+        other => panic!("expected an Empty error, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_mjpeg_without_a_usable_jpeg_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = jpeg(32, 24, 90);
+    // Cut inside the first (only) JPEG.
+    let p = dir.path().join("cut.mjpeg");
+    std::fs::write(&p, &good[..good.len() / 2]).expect("write");
+    let e = open_err(p.to_str().unwrap_or_default());
+    assert!(
+        e.contains("cut.mjpeg") && e.contains("truncated") && e.contains("no usable frames"),
+        "{e}"
+    );
+    // Every JPEG claims a size beyond the limit: 65500² (refused by the header reader as
+    // before) and 9000x10 (over 8192 on one side).
+    for (w, h) in [(65500u16, 65500u16), (9000, 10)] {
+        let p = dir.path().join(format!("huge-{w}.mjpeg"));
+        let big = with_sof_size(good.clone(), w, h);
+        std::fs::write(&p, [big.clone(), big].concat()).expect("write");
+        let e = open_err(p.to_str().unwrap_or_default());
+        assert!(
+            e.contains(&format!("huge-{w}.mjpeg")) && e.contains("bad header"),
+            "{w}x{h}: {e}"
+        );
+    }
+    // One absurd frame among good ones is skipped and counted, not fatal.
+    let p = dir.path().join("mixed.mjpeg");
+    let data = [
+        good.clone(),
+        with_sof_size(good.clone(), 9000, 10),
+        good.clone(),
+    ]
+    .concat();
+    std::fs::write(&p, data).expect("write");
+    let mut src = open(p.to_str().unwrap_or_default(), &fast());
+    assert_eq!(drain(src.as_mut()).len(), 2);
+    assert_eq!(src.stats().corrupt, 1);
+}
+
+#[test]
+fn an_image_directory_without_a_usable_image_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A PNG bomb's header (60000² would be 10 GB of RGB) is refused before decoding; with a
+    // good image beside it, it is skipped and counted.
+    std::fs::write(dir.path().join("a-bomb.png"), png_claiming(60000, 60000)).expect("write");
+    std::fs::write(dir.path().join("b-wide.png"), png_claiming(9000, 4)).expect("write");
+    std::fs::write(dir.path().join("c-good.jpg"), jpeg(16, 16, 10)).expect("write");
+    let spec = format!("{}/", dir.path().display());
+    let mut src = open(&spec, &fast());
+    let got = drain(src.as_mut());
+    assert_eq!(got.len(), 1);
+    assert_eq!(src.stats().corrupt, 2);
+    // Alone, the bad images make the first read an error naming the directory and the file.
+    std::fs::remove_file(dir.path().join("c-good.jpg")).expect("rm");
+    let mut src = open(&spec, &fast());
+    match src.next() {
+        Err(e @ SourceError::Empty { .. }) => {
+            let e = e.to_string();
+            assert!(
+                e.contains(&dir.path().display().to_string())
+                    && e.contains("2 skipped")
+                    && e.contains("b-wide.png"),
+                "{e}"
+            );
+        }
+        other => panic!("expected an Empty error, got {other:?}"),
+    }
+    // The same directory looped ends the same way (it never loops over nothing).
+    let mut src = open(
+        &spec,
+        &SourceOptions {
+            looped: true,
+            ..fast()
+        },
+    );
+    assert!(matches!(src.next(), Err(SourceError::Empty { .. })));
+}

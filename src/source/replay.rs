@@ -12,19 +12,32 @@
 //!
 //! MJPEG files are read into memory whole (the demo clip is in the binary anyway); Y4M files
 //! are streamed frame by frame.
+//!
+//! **Empty and absurd recordings.** A recording that holds no usable frame is an error, not
+//! an empty run: at open when it can be told cheaply (an MJPEG stream without one complete
+//! JPEG, a Y4M file shorter than the one frame its header claims), else on the first
+//! [`FrameSource::next`] that finds the source ended without having delivered anything. A
+//! frame side over [`MAX_FRAME_SIDE`] is refused from the header, before anything is
+//! allocated for it.
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS};
 use crate::frame::{monotonic_now, Frame, PixelFormat};
 
+/// The largest width or height, in pixels, lookout accepts from a recording. Above any camera
+/// a Pi drives (the HQ camera's 4056×3040, UVC 4K) and 8K UHD's 7680: a header claiming more
+/// is corrupt or hostile, and is refused before a buffer is sized from it.
+pub const MAX_FRAME_SIDE: u32 = 8192;
+
 /// A recording played back as a [`FrameSource`].
 pub struct ReplaySource {
     name: String,
+    path: PathBuf,
     kind: Kind,
     fps: f64,
     pacer: Pacer,
@@ -58,6 +71,7 @@ impl ReplaySource {
         let stream = MjpegStream::new(Cow::Borrowed(super::DEMO_CLIP), PathBuf::from("demo"))?;
         Ok(Self::with(
             "demo clip (640x480 MJPEG)".into(),
+            PathBuf::from("demo"),
             Kind::Mjpeg(stream),
             fps,
             opts,
@@ -67,16 +81,31 @@ impl ReplaySource {
     /// A file of concatenated JPEGs, paced at `opts.replay_fps` (default 10 fps).
     ///
     /// # Errors
-    /// [`SourceError::File`] if it cannot be read, [`SourceError::Empty`] if it holds no JPEG.
+    /// [`SourceError::File`] if it cannot be read, [`SourceError::Empty`] if it holds no
+    /// complete JPEG with a readable header of at most [`MAX_FRAME_SIDE`] per side.
     pub fn mjpeg_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
         let data = std::fs::read(path).map_err(|source| SourceError::File {
             path: path.to_path_buf(),
             source,
         })?;
+        Self::mjpeg_bytes(path, data, opts)
+    }
+
+    /// Concatenated JPEGs already in memory, played like [`ReplaySource::mjpeg_file`]; `path`
+    /// only names the stream in messages. The entry point of the `mjpeg` fuzz target.
+    ///
+    /// # Errors
+    /// As [`ReplaySource::mjpeg_file`], less the read.
+    pub fn mjpeg_bytes(
+        path: &Path,
+        data: Vec<u8>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
         let stream = MjpegStream::new(Cow::Owned(data), path.to_path_buf())?;
         let fps = opts.replay_fps.unwrap_or(DEFAULT_REPLAY_FPS);
         Ok(Self::with(
             format!("MJPEG file {}", path.display()),
+            path.to_path_buf(),
             Kind::Mjpeg(stream),
             fps,
             opts,
@@ -88,9 +117,42 @@ impl ReplaySource {
     ///
     /// # Errors
     /// [`SourceError::File`] if it cannot be read, [`SourceError::BadFile`] for a header that
-    /// is not Y4M or a colour space lookout does not read.
+    /// is not Y4M, a colour space lookout does not read or a side over [`MAX_FRAME_SIDE`],
+    /// [`SourceError::Empty`] for a file that ends before its first frame is complete.
     pub fn y4m_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
-        let stream = Y4mStream::open(path)?;
+        let file = File::open(path).map_err(|source| SourceError::File {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        Self::y4m_from(path, Box::new(file), len, opts)
+    }
+
+    /// A YUV4MPEG2 stream already in memory, played like [`ReplaySource::y4m_file`]; `path`
+    /// only names the stream in messages. The entry point of the `y4m` fuzz target.
+    ///
+    /// # Errors
+    /// As [`ReplaySource::y4m_file`], less the read.
+    pub fn y4m_bytes(
+        path: &Path,
+        data: Vec<u8>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        let len = data.len() as u64;
+        Self::y4m_from(path, Box::new(Cursor::new(data)), Some(len), opts)
+    }
+
+    fn y4m_from(
+        path: &Path,
+        input: Box<dyn ReadSeek>,
+        len: Option<u64>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        let stream = Y4mStream::open(path, input, len)?;
         let fps = opts.replay_fps.or(stream.fps).unwrap_or(DEFAULT_REPLAY_FPS);
         let desc = format!(
             "Y4M file {} ({} {}x{})",
@@ -99,7 +161,13 @@ impl ReplaySource {
             stream.width,
             stream.height
         );
-        Ok(Self::with(desc, Kind::Y4m(stream), fps, opts))
+        Ok(Self::with(
+            desc,
+            path.to_path_buf(),
+            Kind::Y4m(stream),
+            fps,
+            opts,
+        ))
     }
 
     /// The `.jpg`/`.jpeg`/`.png` files of a directory, sorted by name, paced at
@@ -112,10 +180,22 @@ impl ReplaySource {
         let dir = ImageDir::open(path)?;
         let fps = opts.replay_fps.unwrap_or(DEFAULT_REPLAY_FPS);
         let desc = format!("{} images in {}", dir.files.len(), path.display());
-        Ok(Self::with(desc, Kind::Dir(dir), fps, opts))
+        Ok(Self::with(
+            desc,
+            path.to_path_buf(),
+            Kind::Dir(dir),
+            fps,
+            opts,
+        ))
     }
 
-    fn with(name: String, kind: Kind, fps: f64, opts: &SourceOptions) -> ReplaySource {
+    fn with(
+        name: String,
+        path: PathBuf,
+        kind: Kind,
+        fps: f64,
+        opts: &SourceOptions,
+    ) -> ReplaySource {
         let fps = if fps.is_finite() && fps > 0.0 {
             fps
         } else {
@@ -123,6 +203,7 @@ impl ReplaySource {
         };
         ReplaySource {
             name,
+            path,
             kind,
             fps,
             pacer: Pacer::new(match opts.pace {
@@ -141,6 +222,15 @@ impl ReplaySource {
             Kind::Mjpeg(s) => Ok(s.next_frame(&mut self.stats)),
             Kind::Y4m(s) => s.next_frame(&mut self.stats),
             Kind::Dir(d) => Ok(d.next_frame(&mut self.stats)),
+        }
+    }
+
+    /// Why the last frame the backend skipped was skipped, if it skipped any.
+    fn last_problem(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Mjpeg(s) => s.last_problem.as_deref(),
+            Kind::Y4m(s) => s.last_problem.as_deref(),
+            Kind::Dir(d) => d.last_problem.as_deref(),
         }
     }
 
@@ -164,6 +254,18 @@ impl FrameSource for ReplaySource {
         let raw = match self.read_raw()? {
             Some(r) => r,
             // Loop only if the last pass produced something, so an all-corrupt file ends.
+            // Ended without a single frame: that is a broken recording, not an empty run.
+            None if self.stats.delivered == 0 => {
+                return Err(SourceError::Empty {
+                    path: self.path.clone(),
+                    message: format!(
+                        "the recording ended before its first complete frame ({} skipped{})",
+                        self.stats.corrupt,
+                        self.last_problem()
+                            .map_or(String::new(), |p| format!("; last: {p}"))
+                    ),
+                })
+            }
             None if self.looped && self.delivered_since_rewind > 0 => {
                 self.rewind()?;
                 self.delivered_since_rewind = 0;
@@ -340,10 +442,16 @@ pub(crate) fn jpeg_size(jpeg: &[u8]) -> Result<(u32, u32), String> {
     let mut dec = zune_jpeg::JpegDecoder::new(cursor);
     dec.decode_headers().map_err(|e| format!("{e:?}"))?;
     let info = dec.info().ok_or_else(|| "no frame header".to_string())?;
-    if info.width == 0 || info.height == 0 {
+    let (w, h) = (u32::from(info.width), u32::from(info.height));
+    if w == 0 || h == 0 {
         return Err("zero-sized image".into());
     }
-    Ok((info.width as u32, info.height as u32))
+    if w > MAX_FRAME_SIDE || h > MAX_FRAME_SIDE {
+        return Err(format!(
+            "the header claims {w}x{h}, over the {MAX_FRAME_SIDE}-pixel limit per side"
+        ));
+    }
+    Ok((w, h))
 }
 
 /// Concatenated JPEGs in memory.
@@ -351,9 +459,13 @@ struct MjpegStream {
     data: Cow<'static, [u8]>,
     path: PathBuf,
     pos: usize,
+    /// Why the last skipped frame was skipped.
+    last_problem: Option<String>,
 }
 
 impl MjpegStream {
+    /// Checks there is at least one usable frame (a cheap scan: the data is in memory), so an
+    /// empty or all-broken stream is an error at open.
     fn new(data: Cow<'static, [u8]>, path: PathBuf) -> Result<MjpegStream, SourceError> {
         if find_soi(&data, 0).is_none() {
             return Err(SourceError::Empty {
@@ -364,53 +476,77 @@ impl MjpegStream {
                 ),
             });
         }
-        Ok(MjpegStream { data, path, pos: 0 })
+        let mut s = MjpegStream {
+            data,
+            path,
+            pos: 0,
+            last_problem: None,
+        };
+        let mut probe = SourceStats::default();
+        if s.next_frame(&mut probe).is_none() {
+            return Err(SourceError::Empty {
+                path: s.path,
+                message: format!(
+                    "{} bytes, {} JPEG start marker(s), none starts a usable image; last: {}",
+                    s.data.len(),
+                    probe.corrupt,
+                    s.last_problem.as_deref().unwrap_or("?")
+                ),
+            });
+        }
+        s.pos = 0;
+        s.last_problem = None;
+        Ok(s)
     }
 
     fn next_frame(&mut self, stats: &mut SourceStats) -> Option<Raw> {
         loop {
             let start = find_soi(&self.data, self.pos)?;
-            let (end, resume) = match scan_jpeg(&self.data, start) {
-                Scan::Complete(end) => (Some(end), end),
-                // Resume right after this SOI: a frame hidden behind a bogus segment
-                // length (or a cut-off one) is found again.
-                Scan::Broken(_) | Scan::Truncated => (None, start + 2),
+            let scan = scan_jpeg(&self.data, start);
+            // Resume right after a broken or cut-off SOI: a frame hidden behind a bogus
+            // segment length (or a cut-off one) is found again.
+            self.pos = match scan {
+                Scan::Complete(end) => end,
+                Scan::Broken(_) | Scan::Truncated => start + 2,
             };
-            self.pos = resume;
-            let Some(end) = end else {
-                stats.corrupt += 1;
-                log::debug!(
-                    "{}: skipped a broken or truncated JPEG at byte {start}",
-                    self.path.display()
-                );
-                continue;
+            let problem = match scan {
+                Scan::Complete(end) => {
+                    let jpeg = &self.data[start..end];
+                    match jpeg_size(jpeg) {
+                        Ok((width, height)) => {
+                            return Some(Raw {
+                                width,
+                                height,
+                                format: PixelFormat::Mjpeg,
+                                data: jpeg.to_vec(),
+                            })
+                        }
+                        Err(e) => format!("the JPEG at byte {start} has a bad header: {e}"),
+                    }
+                }
+                Scan::Broken(at) => {
+                    format!("the JPEG at byte {start} breaks its structure at byte {at}")
+                }
+                Scan::Truncated => format!(
+                    "the JPEG at byte {start} is truncated (the data ends at byte {} inside it)",
+                    self.data.len()
+                ),
             };
-            let jpeg = &self.data[start..end];
-            match jpeg_size(jpeg) {
-                Ok((width, height)) => {
-                    return Some(Raw {
-                        width,
-                        height,
-                        format: PixelFormat::Mjpeg,
-                        data: jpeg.to_vec(),
-                    })
-                }
-                Err(e) => {
-                    stats.corrupt += 1;
-                    log::debug!(
-                        "{}: skipped a JPEG at byte {start} with a bad header: {e}",
-                        self.path.display()
-                    );
-                }
-            }
+            stats.corrupt += 1;
+            log::debug!("{}: skipped: {problem}", self.path.display());
+            self.last_problem = Some(problem);
         }
     }
 }
 
+/// What a Y4M stream is read from: a file, or bytes in memory.
+trait ReadSeek: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadSeek for T {}
+
 /// A YUV4MPEG2 stream read frame by frame.
 struct Y4mStream {
     path: PathBuf,
-    reader: BufReader<File>,
+    reader: BufReader<Box<dyn ReadSeek>>,
     data_start: u64,
     width: u32,
     height: u32,
@@ -418,10 +554,18 @@ struct Y4mStream {
     fps: Option<f64>,
     frame_len: usize,
     frame_no: u64,
+    /// Why the last frame was not delivered (a truncated one).
+    last_problem: Option<String>,
 }
 
 impl Y4mStream {
-    fn open(path: &Path) -> Result<Y4mStream, SourceError> {
+    /// Reads and checks the header. `len` (the stream's length, when known) lets a file too
+    /// short for one frame be refused here rather than end the run with nothing.
+    fn open(
+        path: &Path,
+        input: Box<dyn ReadSeek>,
+        len: Option<u64>,
+    ) -> Result<Y4mStream, SourceError> {
         let file_err = |source| SourceError::File {
             path: path.to_path_buf(),
             source,
@@ -430,8 +574,7 @@ impl Y4mStream {
             path: path.to_path_buf(),
             message,
         };
-        let file = File::open(path).map_err(file_err)?;
-        let mut reader = BufReader::new(file);
+        let mut reader = BufReader::new(input);
         let mut header = Vec::new();
         (&mut reader)
             .take(4096)
@@ -460,7 +603,7 @@ impl Y4mStream {
                     let n = nd.next().and_then(|n| n.parse::<f64>().ok());
                     let d = nd.next().and_then(|d| d.parse::<f64>().ok());
                     if let (Some(n), Some(d)) = (n, d) {
-                        if n > 0.0 && d > 0.0 {
+                        if n > 0.0 && d > 0.0 && (n / d).is_finite() {
                             fps = Some(n / d);
                         }
                     }
@@ -475,6 +618,11 @@ impl Y4mStream {
         if width == 0 || height == 0 {
             return Err(bad(format!("Y4M header {text:?} has a zero size")));
         }
+        if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
+            return Err(bad(format!(
+                "the Y4M header claims {width}x{height}, over the {MAX_FRAME_SIDE}-pixel limit per side (no camera or recording lookout reads is that large: a corrupt header?)"
+            )));
+        }
         let format = match colour.as_str() {
             c if c.starts_with("420") => PixelFormat::Yu12,
             "422" => PixelFormat::Yuv422p,
@@ -485,8 +633,21 @@ impl Y4mStream {
             )))
             }
         };
+        // Raw formats always have a length; sides ≤ MAX_FRAME_SIDE keep it small.
         let frame_len = format.frame_len(width, height).unwrap_or(0);
         let data_start = header.len() as u64;
+        // One frame is a `FRAME` line (at least 6 bytes) and `frame_len` bytes of pixels.
+        if let Some(len) = len {
+            let body = len.saturating_sub(data_start);
+            if body < 6 + frame_len as u64 {
+                return Err(SourceError::Empty {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "truncated first frame: the header claims {width}x{height} {format}, {frame_len} bytes per frame plus a FRAME line, and the file holds {body} bytes after its header"
+                    ),
+                });
+            }
+        }
         Ok(Y4mStream {
             path: path.to_path_buf(),
             reader,
@@ -497,6 +658,7 @@ impl Y4mStream {
             fps,
             frame_len,
             frame_no: 0,
+            last_problem: None,
         })
     }
 
@@ -512,14 +674,15 @@ impl Y4mStream {
     }
 
     fn next_frame(&mut self, stats: &mut SourceStats) -> Result<Option<Raw>, SourceError> {
+        let file_err = |source| SourceError::File {
+            path: self.path.clone(),
+            source,
+        };
         let mut line = Vec::new();
         let n = (&mut self.reader)
             .take(1024)
             .read_until(b'\n', &mut line)
-            .map_err(|source| SourceError::File {
-                path: self.path.clone(),
-                source,
-            })?;
+            .map_err(file_err)?;
         if n == 0 {
             return Ok(None);
         }
@@ -533,29 +696,25 @@ impl Y4mStream {
                 ),
             });
         }
-        let mut data = vec![0u8; self.frame_len];
-        let mut got = 0;
-        while got < data.len() {
-            match self.reader.read(&mut data[got..]) {
-                Ok(0) => break,
-                Ok(k) => got += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(SourceError::File {
-                        path: self.path.clone(),
-                        source,
-                    })
-                }
-            }
-        }
-        if got < data.len() {
+        // Read what is there, up to one frame: a short last frame costs only what it holds.
+        let mut data = Vec::with_capacity(self.frame_len);
+        (&mut self.reader)
+            .take(self.frame_len as u64)
+            .read_to_end(&mut data)
+            .map_err(file_err)?;
+        if data.len() < self.frame_len {
             stats.corrupt += 1;
-            log::debug!(
-                "{}: frame {} truncated ({got} of {} bytes)",
-                self.path.display(),
+            let problem = format!(
+                "frame {} truncated: {} of the {} bytes a {}x{} {} frame needs",
                 self.frame_no,
-                data.len()
+                data.len(),
+                self.frame_len,
+                self.width,
+                self.height,
+                self.format
             );
+            log::debug!("{}: {problem}", self.path.display());
+            self.last_problem = Some(problem);
             return Ok(None);
         }
         self.frame_no += 1;
@@ -572,6 +731,8 @@ impl Y4mStream {
 struct ImageDir {
     files: Vec<PathBuf>,
     next: usize,
+    /// Why the last skipped image was skipped.
+    last_problem: Option<String>,
 }
 
 impl ImageDir {
@@ -592,7 +753,11 @@ impl ImageDir {
                 message: "no .jpg, .jpeg or .png files in the directory".into(),
             });
         }
-        Ok(ImageDir { files, next: 0 })
+        Ok(ImageDir {
+            files,
+            next: 0,
+            last_problem: None,
+        })
     }
 
     fn next_frame(&mut self, stats: &mut SourceStats) -> Option<Raw> {
@@ -603,6 +768,7 @@ impl ImageDir {
                 Err(e) => {
                     stats.corrupt += 1;
                     log::warn!("{}: skipped: {e}", path.display());
+                    self.last_problem = Some(format!("{}: {e}", path.display()));
                 }
             }
         }
@@ -644,7 +810,15 @@ fn load_image(path: &Path) -> Result<Raw, String> {
             })
         }
         Some(ImageKind::Png) => {
-            let img = image::load_from_memory_with_format(&bytes, image::ImageFormat::Png)
+            // The size limit is checked against the header, before the decoder allocates.
+            let mut reader =
+                image::ImageReader::with_format(Cursor::new(&bytes), image::ImageFormat::Png);
+            let mut limits = image::Limits::default();
+            limits.max_image_width = Some(MAX_FRAME_SIDE);
+            limits.max_image_height = Some(MAX_FRAME_SIDE);
+            reader.limits(limits);
+            let img = reader
+                .decode()
                 .map_err(|e| format!("bad PNG: {e}"))?
                 .to_rgb8();
             Ok(Raw {
