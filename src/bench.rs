@@ -575,8 +575,9 @@ pub struct ThreadFigures {
     pub core: Option<usize>,
     /// CPU seconds.
     pub cpu_s: f64,
-    /// CPU time ÷ wall time, % of one core.
-    pub pct_of_core: f64,
+    /// CPU time ÷ wall time, % of one core (`None` when the run is not measured: see
+    /// [`RunFigures::not_measured`]).
+    pub pct_of_core: Option<f64>,
 }
 
 /// Utilisation of one core by lookout's pinned threads.
@@ -586,8 +587,8 @@ pub struct CoreFigures {
     pub core: usize,
     /// The threads pinned to it.
     pub threads: Vec<String>,
-    /// Their CPU time ÷ wall time, %.
-    pub pct: f64,
+    /// Their CPU time ÷ wall time, % (`None` when the run is not measured).
+    pub pct: Option<f64>,
 }
 
 /// CPU use of a run.
@@ -595,10 +596,10 @@ pub struct CoreFigures {
 pub struct CpuFigures {
     /// Process CPU seconds.
     pub process_s: f64,
-    /// Process CPU ÷ wall: cores kept busy.
-    pub cores_busy: f64,
-    /// `cores_busy` as % of all cores.
-    pub utilisation_pct: f64,
+    /// Process CPU ÷ wall: cores kept busy (`None` when the run is not measured).
+    pub cores_busy: Option<f64>,
+    /// `cores_busy` as % of all cores (`None` when the run is not measured).
+    pub utilisation_pct: Option<f64>,
     /// Per thread.
     pub threads: Vec<ThreadFigures>,
     /// Per pinned core (empty when nothing is pinned).
@@ -616,9 +617,10 @@ pub struct KeepUp {
     pub needed_detect_fps: f64,
     /// Detections per second the detector can do (1000 ÷ p50 of preprocess + model + decode).
     pub detect_capacity_fps: f64,
-    /// Frames per second the tracker managed (as fast as possible) — its capacity.
-    pub track_capacity_fps: f64,
-    /// Both capacities reach the target.
+    /// Frames per second the tracker managed (as fast as possible) — its capacity (`None`
+    /// when the run is not measured).
+    pub track_capacity_fps: Option<f64>,
+    /// Both capacities reach the target (never for a run that is not measured).
     pub keeps_up: bool,
     /// Projected CPU at the target rate, % of one core: per-frame capture + tracking CPU ×
     /// target fps + per-detection CPU × needed detections per second.
@@ -644,12 +646,16 @@ pub struct RunFigures {
     pub wall_s: f64,
     /// Frame counters.
     pub frames: FrameCounts,
-    /// Processed frames per second.
-    pub fps: f64,
-    /// Frames per second the source delivered.
-    pub capture_fps: f64,
-    /// Model runs per second.
-    pub detect_fps: f64,
+    /// Why the rates and CPU shares of this run are not given (`None` when they are): no frame
+    /// was captured, or the run lasted under [`MIN_MEASURED_WINDOW`] — a count over a
+    /// window that short is noise (a 0.01 s run once showed 7726 % of the machine busy).
+    pub not_measured: Option<String>,
+    /// Processed frames per second (`None` when the run is not measured).
+    pub fps: Option<f64>,
+    /// Frames per second the source delivered (`None` when the run is not measured).
+    pub capture_fps: Option<f64>,
+    /// Model runs per second (`None` when the run is not measured).
+    pub detect_fps: Option<f64>,
     /// Frame age at publication.
     pub frame_age: Percentiles,
     /// Stages: `capture` (source.next; CPU = the capture thread), `track` (CPU = the tracker
@@ -662,6 +668,26 @@ pub struct RunFigures {
     pub keep_up: KeepUp,
     /// The thread → core map.
     pub core_map: CoreMap,
+}
+
+/// The shortest run whose rates and CPU shares are reported (see [`RunFigures::not_measured`]).
+pub const MIN_MEASURED_WINDOW: Duration = Duration::from_secs(1);
+
+/// Why a run of `wall` seconds that captured `captured` frames is too small to measure rates
+/// over, or `None` when it is not.
+fn not_measured(captured: u64, wall: f64) -> Option<String> {
+    let min = MIN_MEASURED_WINDOW.as_secs_f64();
+    if captured == 0 {
+        Some(format!(
+            "no frame was captured in {wall:.2} s: there is nothing to measure"
+        ))
+    } else if wall < min {
+        Some(format!(
+            "the run lasted {wall:.2} s, under the {min:.0} s needed for rates and CPU shares to mean anything (ask for more --frames or --seconds)"
+        ))
+    } else {
+        None
+    }
 }
 
 fn round(x: f64, digits: i32) -> f64 {
@@ -704,7 +730,11 @@ pub fn figures(
 ) -> RunFigures {
     let t = &s.total;
     let wall = t.elapsed.as_secs_f64().max(1e-9);
-    let rate = |n: u64| round(n as f64 / wall, 2);
+    let unmeasured = not_measured(t.captured, wall);
+    let measured = unmeasured.is_none();
+    // Per wall-second figures, only over a window long enough to mean something.
+    let per_wall = |x: f64, digits: i32| measured.then(|| round(x / wall, digits));
+    let rate = |n: u64| per_wall(n as f64, 2);
     let proc_ms = s.cpu_time.as_secs_f64() * 1e3;
     let share = |ms: f64| (proc_ms > 0.0).then(|| round(100.0 * ms / proc_ms, 1));
     let mm_ms: f64 = mm.iter().map(|(_, d)| d.as_secs_f64() * 1e3).sum();
@@ -776,7 +806,7 @@ pub fn figures(
             name: n.clone(),
             core: *c,
             cpu_s: round(d.as_secs_f64(), 3),
-            pct_of_core: round(100.0 * d.as_secs_f64() / wall, 1),
+            pct_of_core: per_wall(100.0 * d.as_secs_f64(), 1),
         })
         .collect();
     let mut per_core: BTreeMap<usize, (Vec<String>, f64)> = BTreeMap::new();
@@ -792,7 +822,7 @@ pub fn figures(
         .map(|(core, (threads, cpu))| CoreFigures {
             core,
             threads,
-            pct: round(100.0 * cpu / wall, 1),
+            pct: per_wall(100.0 * cpu, 1),
         })
         .collect();
     let cores = sysinfo::core_count() as f64;
@@ -801,7 +831,7 @@ pub fn figures(
     let det_ms =
         t.preprocess.quantile_ms(0.5) + t.model.quantile_ms(0.5) + t.postprocess.quantile_ms(0.5);
     let detect_capacity = if det_ms > 0.0 { 1000.0 / det_ms } else { 0.0 };
-    let track_capacity = t.processed as f64 / wall;
+    let track_capacity = per_wall(t.processed as f64, 1);
     let every = f64::from(detect_every.max(1));
     let needed = target_fps / every;
     let per = |d: Duration, n: u64| {
@@ -838,6 +868,7 @@ pub fn figures(
             detections: t.detections,
             detect_skipped: t.detect_skipped,
         },
+        not_measured: unmeasured.clone(),
         fps: rate(t.processed),
         capture_fps: rate(t.captured),
         detect_fps: rate(t.detections),
@@ -845,8 +876,8 @@ pub fn figures(
         stages,
         cpu: CpuFigures {
             process_s: round(s.cpu_time.as_secs_f64(), 3),
-            cores_busy: round(cores_busy, 2),
-            utilisation_pct: round(100.0 * cores_busy / cores, 1),
+            cores_busy: measured.then(|| round(cores_busy, 2)),
+            utilisation_pct: measured.then(|| round(100.0 * cores_busy / cores, 1)),
             threads: thread_figs,
             per_core,
             system_per_core_pct: system_busy.into_iter().map(|b| round(b, 1)).collect(),
@@ -855,8 +886,10 @@ pub fn figures(
             target_fps,
             needed_detect_fps: round(needed, 2),
             detect_capacity_fps: round(detect_capacity, 2),
-            track_capacity_fps: round(track_capacity, 1),
-            keeps_up: t.detections > 0 && detect_capacity >= needed && track_capacity >= target_fps,
+            track_capacity_fps: track_capacity,
+            keeps_up: t.detections > 0
+                && detect_capacity >= needed
+                && track_capacity.is_some_and(|c| c >= target_fps),
             projected_cpu_pct: round(100.0 * (per_frame * target_fps + per_detection * needed), 1),
         },
         core_map: s.core_map.clone(),
@@ -1419,9 +1452,9 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
 mod tests {
     use super::*;
 
-    fn row(setting: &str, every: u32, cap: f64, cpu: f64, ok: bool) -> RunFigures {
-        let s = Summary {
-            total: Default::default(),
+    fn summary(total: crate::stats::Window, cpu_time: Duration) -> Summary {
+        Summary {
+            total,
             report: crate::stats::Window::default().report(0),
             model: ModelInfo {
                 name: "m".into(),
@@ -1435,11 +1468,15 @@ mod tests {
             source_fps: Some(10.0),
             tracks_started: 0,
             tracks_ended: 0,
-            cpu_time: Duration::ZERO,
+            cpu_time,
             end: EndReason::Limit,
             core_map: CoreMap::default(),
             thread_cpu: Default::default(),
-        };
+        }
+    }
+
+    fn row(setting: &str, every: u32, cap: f64, cpu: f64, ok: bool) -> RunFigures {
+        let s = summary(Default::default(), Duration::ZERO);
         let mut f = figures(setting, &s, every, &[], vec![], 10.0);
         f.keep_up.keeps_up = ok;
         f.keep_up.detect_capacity_fps = cap;
@@ -1460,6 +1497,63 @@ mod tests {
         let none = recommend(&rows[..1]).unwrap();
         assert_eq!(none.setting, None);
         assert!(none.text.contains("no setting keeps up"), "{}", none.text);
+    }
+
+    #[test]
+    fn rates_and_cpu_shares_need_frames_and_a_second() {
+        let window = |captured: u64, ms: u64| crate::stats::Window {
+            captured,
+            processed: captured,
+            detections: captured / 5,
+            elapsed: Duration::from_millis(ms),
+            ..Default::default()
+        };
+        // Nothing captured in 5 ms with 0.77 s of CPU (model load): once "154 cores busy".
+        let empty = figures(
+            "default",
+            &summary(window(0, 5), Duration::from_millis(770)),
+            5,
+            &[],
+            vec![],
+            10.0,
+        );
+        let why = empty.not_measured.as_deref().unwrap_or_default();
+        assert!(why.contains("no frame was captured"), "{why}");
+        assert_eq!(
+            (empty.fps, empty.capture_fps, empty.detect_fps),
+            (None, None, None)
+        );
+        assert_eq!(
+            (empty.cpu.cores_busy, empty.cpu.utilisation_pct),
+            (None, None)
+        );
+        assert!(empty.cpu.threads.iter().all(|t| t.pct_of_core.is_none()));
+        assert!(!empty.keep_up.keeps_up && empty.keep_up.track_capacity_fps.is_none());
+        // Frames, but over 0.4 s: still not a measurement.
+        let short = figures(
+            "default",
+            &summary(window(10, 400), Duration::from_millis(800)),
+            5,
+            &[],
+            vec![],
+            10.0,
+        );
+        let why = short.not_measured.as_deref().unwrap_or_default();
+        assert!(why.contains("0.40 s") && why.contains("1 s"), "{why}");
+        assert_eq!(short.fps, None);
+        // Two seconds: measured.
+        let long = figures(
+            "default",
+            &summary(window(40, 2000), Duration::from_millis(1000)),
+            5,
+            &[],
+            vec![],
+            10.0,
+        );
+        assert_eq!(long.not_measured, None);
+        assert_eq!((long.fps, long.detect_fps), (Some(20.0), Some(4.0)));
+        assert_eq!(long.cpu.cores_busy, Some(0.5));
+        assert_eq!(long.keep_up.track_capacity_fps, Some(20.0));
     }
 
     #[test]

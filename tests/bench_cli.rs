@@ -354,3 +354,77 @@ fn bad_arguments_are_named() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tracks-out"));
 }
+
+#[test]
+fn an_absurd_y4m_is_an_error_not_an_empty_run() {
+    // What a new user tried: a header claiming 99999² over a 1000-byte body once ran "0
+    // captured" with "154.53 cores busy (7726% of the machine)" and exit status 0.
+    let dir = tempfile::tempdir().unwrap();
+    let y4m = dir.path().join("absurd.y4m");
+    let mut data = b"YUV4MPEG2 W99999 H99999 F10:1 C420\nFRAME\n".to_vec();
+    data.extend([7u8; 1000]);
+    std::fs::write(&y4m, data).unwrap();
+    let out = bench(&["--source", y4m.to_str().unwrap(), "--frames", "10"], None);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("absurd.y4m") && stderr.contains("99999x99999"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("cores busy"), "{stdout}");
+    // Plausible size, but the file ends inside the first frame.
+    let short = dir.path().join("short.y4m");
+    let mut data = b"YUV4MPEG2 W640 H480 F10:1 C420\nFRAME\n".to_vec();
+    data.extend([7u8; 1000]);
+    std::fs::write(&short, data).unwrap();
+    let out = bench(&["--source", short.to_str().unwrap(), "--json"], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("short.y4m") && stderr.contains("460800") && stderr.contains("1006"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_sub_second_run_prints_counts_but_no_rates() {
+    // Two frames of the clip take a few ms: rates and CPU shares over that are noise.
+    let out = bench(&["--frames", "2", "--json"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let doc = json_of(&out);
+    let errs = schema_errors(&doc);
+    assert!(errs.is_empty(), "schema violations: {errs:#?}");
+    let run = &doc["runs"][0];
+    if run["wall_s"].as_f64().unwrap() >= 1.0 {
+        // A machine so loaded that two frames took a second: nothing to check here.
+        eprintln!("skipped: the 2-frame run took {} s", run["wall_s"]);
+        return;
+    }
+    assert!(
+        run["not_measured"]
+            .as_str()
+            .unwrap()
+            .contains("under the 1 s"),
+        "{run}"
+    );
+    for k in ["fps", "capture_fps", "detect_fps"] {
+        assert!(run[k].is_null(), "{k}: {run}");
+    }
+    assert!(run["cpu"]["cores_busy"].is_null() && run["cpu"]["utilisation_pct"].is_null());
+    assert_eq!(run["keep_up"]["keeps_up"], false);
+    let out = bench(&["--frames", "2"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("no rates or CPU shares"), "{stdout}");
+    assert!(
+        !stdout.contains("cores busy") && !stdout.contains("fps processed"),
+        "{stdout}"
+    );
+}

@@ -284,12 +284,12 @@ pub fn render_table(r: &BenchReport) -> String {
                 .map_or(0.0, |s| s.p50_ms);
             let _ = writeln!(
                 o,
-                "{:<34} {:>8.1} {:>9.2} {:>7.1} ms {:>8.1} {:>11.1} {:>6}",
+                "{:<34} {:>8} {:>9} {:>7.1} ms {:>8} {:>11.1} {:>6}",
                 run.setting,
-                run.fps,
-                run.detect_fps,
+                fixed(run.fps, 1),
+                fixed(run.detect_fps, 2),
                 model,
-                run.cpu.utilisation_pct,
+                fixed(run.cpu.utilisation_pct, 1),
                 run.keep_up.projected_cpu_pct,
                 if run.keep_up.keeps_up { "yes" } else { "no" }
             );
@@ -371,10 +371,29 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         );
     }
     let f = &run.frames;
+    let (Some(fps), Some(detect_fps), Some(capture_fps), Some(cores_busy), Some(util)) = (
+        run.fps,
+        run.detect_fps,
+        run.capture_fps,
+        run.cpu.cores_busy,
+        run.cpu.utilisation_pct,
+    ) else {
+        // Rates and CPU shares over an empty or sub-second window mean nothing: say why.
+        let _ = writeln!(
+            o,
+            "end to end: {} captured, {} processed, {} detections in {:.2} s — no rates or CPU shares: {}",
+            f.captured,
+            f.processed,
+            f.detections,
+            run.wall_s,
+            run.not_measured.as_deref().unwrap_or("not measured")
+        );
+        return;
+    };
     let _ = writeln!(
         o,
-        "end to end: {:.1} fps processed, {:.2} detections/s, source delivered {:.1} fps ({} captured, {} dropped, {} detections skipped while busy), frame age {:.1} ms p50 / {:.1} ms p95",
-        run.fps, run.detect_fps, run.capture_fps, f.captured, f.dropped, f.detect_skipped,
+        "end to end: {fps:.1} fps processed, {detect_fps:.2} detections/s, source delivered {capture_fps:.1} fps ({} captured, {} dropped, {} detections skipped while busy), frame age {:.1} ms p50 / {:.1} ms p95",
+        f.captured, f.dropped, f.detect_skipped,
         run.frame_age.p50_ms, run.frame_age.p95_ms
     );
     let c = &run.cpu;
@@ -383,18 +402,16 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         .iter()
         .map(|t| {
             format!(
-                "{} {:.0}%{}",
+                "{} {}%{}",
                 t.name.trim_start_matches("lookout-"),
-                t.pct_of_core,
+                fixed(t.pct_of_core, 0),
                 t.core.map_or(String::new(), |c| format!(" @{c}"))
             )
         })
         .collect();
     let _ = writeln!(
         o,
-        "CPU: {:.2} cores busy ({:.0}% of the machine); threads: {}",
-        c.cores_busy,
-        c.utilisation_pct,
+        "CPU: {cores_busy:.2} cores busy ({util:.0}% of the machine); threads: {}",
         threads.join(", ")
     );
     if !c.per_core.is_empty() {
@@ -403,14 +420,14 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
             .iter()
             .map(|k| {
                 format!(
-                    "core {} ({}) {:.0}%",
+                    "core {} ({}) {}%",
                     k.core,
                     k.threads
                         .iter()
                         .map(|t| t.trim_start_matches("lookout-"))
                         .collect::<Vec<_>>()
                         .join("+"),
-                    k.pct
+                    fixed(k.pct, 0)
                 )
             })
             .collect();
@@ -431,13 +448,18 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
     let k = &run.keep_up;
     let _ = writeln!(
         o,
-        "keeps up with {} fps: {} (detector {:.1}/s, needs {:.1}/s; tracker {:.0} fps); projected CPU at {} fps ≈ {:.0}% of one core",
+        "keeps up with {} fps: {} (detector {:.1}/s, needs {:.1}/s; tracker {} fps); projected CPU at {} fps ≈ {:.0}% of one core",
         k.target_fps,
         if k.keeps_up { "yes" } else { "NO" },
         k.detect_capacity_fps,
         k.needed_detect_fps,
-        k.track_capacity_fps,
+        fixed(k.track_capacity_fps, 0),
         k.target_fps,
         k.projected_cpu_pct
     );
+}
+
+/// A figure with `digits` decimals, or `-` when there is none (a run too short to measure).
+fn fixed(x: Option<f64>, digits: usize) -> String {
+    x.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
