@@ -8,6 +8,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The largest width or height, in pixels, lookout accepts in a frame. Above any camera a Pi
+/// drives (the HQ camera's 4056×3040, UVC 4K) and 8K UHD's 7680: a header claiming more is
+/// corrupt or hostile. Sources refuse it from the header and preprocessing refuses such a
+/// frame, both before sizing a buffer or table from it.
+pub const MAX_FRAME_SIDE: u32 = 8192;
+
 /// Pixel layouts lookout understands. The names follow V4L2's FourCCs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PixelFormat {

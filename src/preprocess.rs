@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use crate::frame::{Frame, GrayImage, PixelFormat};
+use crate::frame::{Frame, GrayImage, PixelFormat, MAX_FRAME_SIDE};
 pub use crate::geom::{Mapping, ResizeMode};
 
 /// Per-channel mean, in B, G, R order (NanoDet's training normalization).
@@ -361,6 +361,30 @@ impl Scratch {
     }
 }
 
+/// Refuses a frame whose declared size is over [`MAX_FRAME_SIDE`] or, for raw formats, more
+/// than its data holds — before anything (taps, row tables) is sized from that declaration.
+fn check_size(frame: &Frame) -> Result<(), PreprocessError> {
+    let (w, h) = (frame.width, frame.height);
+    if w > MAX_FRAME_SIDE || h > MAX_FRAME_SIDE {
+        return Err(PreprocessError::TooLarge {
+            seq: frame.seq,
+            width: w,
+            height: h,
+        });
+    }
+    match frame.format.frame_len(w, h) {
+        Some(need) if frame.data.len() < need => Err(PreprocessError::ShortFrame {
+            seq: frame.seq,
+            format: frame.format,
+            width: w,
+            height: h,
+            expected: need,
+            found: frame.data.len(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Checks a raw frame's length, or decodes an MJPEG frame into `scratch.decoded` (once per
 /// frame), and returns the layout to sample plus the buffer holding the samples.
 fn prepare<'a>(
@@ -436,7 +460,7 @@ pub fn decode_jpeg_rgb(jpeg: &[u8], out: &mut Vec<u8>) -> Result<(u32, u32), Str
 /// boxes. `scratch` keeps taps and buffers between calls.
 ///
 /// # Errors
-/// A frame shorter than its format needs, an MJPEG frame that does not decode or whose size
+/// A frame over [`MAX_FRAME_SIDE`] per side or shorter than its format needs, an MJPEG frame that does not decode or whose size
 /// differs from the frame's, a zero size, or an `out` of the wrong length.
 pub fn frame_to_tensor(
     frame: &Frame,
@@ -456,6 +480,7 @@ pub fn frame_to_tensor(
             input_h,
         });
     }
+    check_size(frame)?;
     let plane = input_w as usize * input_h as usize;
     if out.len() != 3 * plane {
         return Err(PreprocessError::BadOutput {
@@ -736,7 +761,7 @@ fn fused_rgb(
 /// with the same scratch.
 ///
 /// # Errors
-/// A frame shorter than its format needs, an MJPEG frame that does not decode, a zero size.
+/// A frame over [`MAX_FRAME_SIDE`] per side or shorter than its format needs, an MJPEG frame that does not decode, a zero size.
 pub fn frame_to_gray(
     frame: &Frame,
     max_width: u32,
@@ -753,6 +778,7 @@ pub fn frame_to_gray(
             input_h: 0,
         });
     }
+    check_size(frame)?;
     let gw = w.min(max_width);
     let scale = w as f32 / gw as f32;
     let gh = ((h as f32 / scale).round() as u32).clamp(1, h);
@@ -844,6 +870,16 @@ pub enum PreprocessError {
         expected: usize,
         /// Bytes present.
         found: usize,
+    },
+    /// A frame declares a side over [`MAX_FRAME_SIDE`].
+    #[error("frame {seq}: {width}x{height} is over the {MAX_FRAME_SIDE}-pixel limit per side")]
+    TooLarge {
+        /// Frame sequence number.
+        seq: u64,
+        /// Declared width.
+        width: u32,
+        /// Declared height.
+        height: u32,
     },
     /// An MJPEG frame does not decode.
     #[error("frame {seq}: JPEG does not decode: {message}")]

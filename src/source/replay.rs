@@ -27,12 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS};
-use crate::frame::{monotonic_now, Frame, PixelFormat};
-
-/// The largest width or height, in pixels, lookout accepts from a recording. Above any camera
-/// a Pi drives (the HQ camera's 4056×3040, UVC 4K) and 8K UHD's 7680: a header claiming more
-/// is corrupt or hostile, and is refused before a buffer is sized from it.
-pub const MAX_FRAME_SIDE: u32 = 8192;
+use crate::frame::{monotonic_now, Frame, PixelFormat, MAX_FRAME_SIDE};
 
 /// A recording played back as a [`FrameSource`].
 pub struct ReplaySource {
@@ -594,7 +589,11 @@ impl Y4mStream {
         }
         let (mut width, mut height, mut fps, mut colour) = (None, None, None, "420".to_string());
         for tok in tokens {
-            let (tag, val) = tok.split_at(tok.len().min(1));
+            // Tags are one ASCII letter; a token starting with anything else (bytes that are
+            // not UTF-8 read as U+FFFD) is not one of ours and is ignored like unknown tags.
+            let Some((tag, val)) = tok.get(..1).zip(tok.get(1..)) else {
+                continue;
+            };
             match tag {
                 "W" => width = val.parse::<u32>().ok(),
                 "H" => height = val.parse::<u32>().ok(),
