@@ -1,8 +1,8 @@
 //! Shared by the source targets: push every frame a source yields through both conversions.
 
+use lookout::frame::MAX_FRAME_SIDE;
 use lookout::frame::{Frame, GrayImage};
 use lookout::preprocess::{self, ResizeMode, Scratch};
-use lookout::frame::MAX_FRAME_SIDE;
 use lookout::source::FrameSource;
 
 /// Frames read from one input at most (a looped source is not asked for).
@@ -37,7 +37,10 @@ pub fn drain(src: &mut dyn FrameSource) {
             ResizeMode::Stretch
         };
         if preprocess::frame_to_tensor(&frame, 64, 48, mode, &mut tensor, &mut scratch).is_ok() {
-            assert!(tensor.iter().all(|v| v.is_finite()), "non-finite tensor value");
+            assert!(
+                tensor.iter().all(|v| v.is_finite()),
+                "non-finite tensor value"
+            );
         }
         if preprocess::frame_to_gray(&frame, 40, &mut gray, &mut scratch).is_ok() {
             assert_eq!(gray.data.len(), gray.width as usize * gray.height as usize);

@@ -89,12 +89,19 @@ fuzz_target!(|data: &[u8]| {
             preprocess::frame_to_tensor(&frame, iw, ih, mode, &mut tensor, &mut scratch)
         {
             assert_eq!(tensor.len(), want, "accepted a wrong tensor length");
-            assert!(tensor.iter().all(|v| v.is_finite()), "non-finite tensor value");
+            assert!(
+                tensor.iter().all(|v| v.is_finite()),
+                "non-finite tensor value"
+            );
             assert!(map.scale_x > 0.0 && map.scale_y > 0.0, "{map:?}");
         }
         let mut gray = GrayImage::default();
         if preprocess::frame_to_gray(&frame, max_width, &mut gray, &mut scratch).is_ok() {
-            assert!(gray.width >= 1 && gray.width <= max_width.min(width), "{}", gray.width);
+            assert!(
+                gray.width >= 1 && gray.width <= max_width.min(width),
+                "{}",
+                gray.width
+            );
             assert!(gray.height >= 1 && gray.height <= height);
             assert_eq!(gray.data.len(), gray.width as usize * gray.height as usize);
             assert!(gray.scale >= 1.0);

@@ -15,8 +15,7 @@ fuzz_target!(|data: &[u8]| {
         pace: Pacing::AsFastAsPossible,
         ..SourceOptions::default()
     };
-    if let Ok(mut src) = ReplaySource::mjpeg_bytes(Path::new("fuzz.mjpeg"), data.to_vec(), &opts)
-    {
+    if let Ok(mut src) = ReplaySource::mjpeg_bytes(Path::new("fuzz.mjpeg"), data.to_vec(), &opts) {
         common::drain(&mut src);
     }
 });
