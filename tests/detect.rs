@@ -91,10 +91,11 @@ fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
                 (b.area() as f64) > 0.1 * w * h,
                 "{img}: box {b:?} too small"
             );
-            // The same object as FP32, at FP32's score (the first INT8 files capped them). The
-            // bound is the INT8 gate's p95 (tests/int8_gate.rs): per-tensor int8 moves single
-            // scores by up to ~0.1 (stretched chelsea: person 0.58 → 0.45, so the stretch row
-            // checks the cup and the astronaut, not the cat photo's near-tie).
+            // The same object as FP32, at FP32's score (the first INT8 files capped them):
+            // within 0.05 at the default preprocessing; stretched, within the INT8 gate's p95
+            // bound (tests/int8_gate.rs). The stretch row checks the cup and the astronaut, not
+            // the cat photo's person/cat/dog near-tie.
+            let tol = if extra.is_empty() { 0.05 } else { 0.10 };
             let fd = f["detections"].as_array().unwrap();
             let same = fd
                 .iter()
@@ -105,7 +106,7 @@ fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
                 same["score"].as_f64().unwrap(),
             );
             assert!(
-                (s8 - s32).abs() <= 0.10,
+                (s8 - s32).abs() <= tol,
                 "{img} {extra:?}: {want} INT8 {s8:.3} vs FP32 {s32:.3}"
             );
             assert!(

@@ -495,6 +495,62 @@ def drop_float_qdq(path_in, path_out):
     return len(rename)
 
 
+def head_score_bias(path_in, path_out, fp32_path, min_score=0.3):
+    """Empirical bias correction of the class logits, head by head: per-tensor int8 leaves the
+    heads' class logits a little low on average (measured: 0.10 logit at stride 8, 0.2 at stride
+    32, i.e. scores ~0.03 under FP32's). For each `cls_s` output, the median of (FP32 logit -
+    INT8 logit) over the calibration inputs, where FP32's score is >= min_score (the scores that
+    matter), is added to the int32 bias of the head conv's class channels (a whole number of
+    bias steps, x_scale * w_scale). Three numbers; the box-regression channels are untouched."""
+    import onnxruntime as ort
+    m = onnx.load(path_in); g = m.graph
+    prod = {o: n for n in g.node for o in n.output}
+    inits = {i.name: i for i in g.initializer}
+    heads = {}
+    for o in OUT_NAMES[0::2]:  # cls_8, cls_16, cls_32
+        t, idx = o, None
+        while t in prod and prod[t].op_type != 'QLinearConv':
+            n = prod[t]
+            if n.op_type == 'Split':
+                idx = list(n.output).index(t)
+                sizes = numpy_helper.to_array(inits[n.input[1]]).tolist() if len(n.input) > 1 else None
+            t = n.input[0]
+        conv = prod.get(t)
+        assert conv is not None and idx is not None and sizes, 'no head conv/Split found for ' + o
+        heads[o] = (conv, sum(sizes[:idx]), sum(sizes[:idx + 1]))
+    so = ort.SessionOptions(); so.intra_op_num_threads = 2
+    sf = ort.InferenceSession(fp32_path, so, providers=['CPUExecutionProvider'])
+    sq = ort.InferenceSession(path_in, so, providers=['CPUExecutionProvider'])
+    names = list(heads)
+    diffs = {o: [] for o in names}
+    logit = lambda p: np.log(np.clip(p, 1e-6, 1 - 1e-6) / (1 - np.clip(p, 1e-6, 1 - 1e-6)))
+    for x in samples():
+        for o, a, b in zip(names, sf.run(names, {'input': x}), sq.run(names, {'input': x})):
+            sel = a >= min_score
+            diffs[o].append((logit(a[sel]) - logit(b[sel])).astype(np.float64))
+    for o in names:
+        conv, c0, c1 = heads[o]
+        d = np.concatenate(diffs[o])
+        shift = float(np.median(d)) if d.size >= 100 else 0.0  # too few to estimate: leave it
+        xs = float(numpy_helper.to_array(inits[conv.input[1]]))
+        ws = float(numpy_helper.to_array(inits[conv.input[4]]))
+        b = numpy_helper.to_array(inits[conv.input[8]]).astype(np.int64).copy()
+        steps = int(round(shift / (xs * ws)))
+        b[c0:c1] += steps
+        name = conv.input[8] + '_hs'
+        g.initializer.append(numpy_helper.from_array(b.astype(np.int32), name)); conv.input[8] = name
+        print('  %s: %d FP32 scores >= %.1f, median logit shift %+.3f -> %+d bias steps on channels %d..%d'
+              % (o, d.size, min_score, shift, steps, c0, c1 - 1), flush=True)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]; g.initializer.extend(keep)
+    onnx.checker.check_model(m); onnx.save(m, path_out)
+    return len(names)
+
+
+OUT_NAMES = ('cls_8', 'reg_8', 'cls_16', 'reg_16', 'cls_32', 'reg_32')
+
+
 def stem_conv_names(path):
     """tf2onnx names nodes non-deterministically: find the 3-channel stem Conv by structure."""
     m = onnx.load(path)
@@ -631,6 +687,8 @@ def make(src, outdir, name):
             r = k = drop_float_qdq(o(cur), o(nxt))
             while k:
                 k = drop_float_qdq(o(nxt), o(nxt)); r += k
+        elif st == 'hs':
+            r = head_score_bias(o(cur), o(nxt), src)
         elif st == 'pool':
             r = resize_down_to_avgpool(o(cur), o(nxt))
         elif st == 'nn':

@@ -18,7 +18,7 @@ VENVS="${LOOKOUT_VENVS:-$WORK}"
 # The shipped INT8 form (see models/README.md "Measurements") and the onnxruntime-friendly
 # u8 form used only as the onnxruntime INT8 peer in comparisons (not shipped). The calibration
 # candidates are compared by the INT8 accuracy gate (step 5c); DEFAULT_FORM is the winner.
-DEFAULT_FORM="${DEFAULT_FORM:-hyb_pt_s8sym_pcth_cat_i2cs_fo_fq_pool}"
+DEFAULT_FORM="${DEFAULT_FORM:-hyb_pt_s8sym_pcth_cat_i2cs_fo_fq_pool_hs}"
 CANDIDATES="${CANDIDATES:-minmax pct entropy pcth entropyh p4h p6h}"
 PEER_FORM=qdq_pc_u8
 cd "$WORK"
