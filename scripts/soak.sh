@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# soak.sh — run the daemon's pipeline for a long time and watch what grows.
+#
+#   scripts/soak.sh [SECONDS]          (default 3600; env LOOKOUT=path to a built lookout binary,
+#                                       SOAK_CSV=file, SOAK_WARMUP=seconds (default 120))
+#
+# `lookout run` plays the bundled clip looped, as fast as the machine allows (the pipeline at
+# full load, detection every `detect_every` frames as in production), with stats every 10 s.
+# Every 10 s this samples the process: resident memory (VmRSS), open file descriptors, threads,
+# and the last stats line's fps and frame age (p50, p95), into a CSV. At the end it stops lookout
+# with SIGTERM (a clean stop must follow) and prints the growth from the end of the warm-up to
+# the end. Exit 1 if RSS or the FD count grew more than 1 %, the frame age p95 drifted (last
+# quarter's median > 1.5 × the first quarter's after warm-up, and > 5 ms apart), the thread
+# count changed, or lookout did not stop cleanly.
+set -euo pipefail
+SECS=${1:-3600}
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+LOOKOUT=${LOOKOUT:-}
+if [ -z "$LOOKOUT" ]; then
+  (cd "$ROOT" && cargo build --release --quiet)
+  LOOKOUT="${CARGO_TARGET_DIR:-$ROOT/target}/release/lookout"
+fi
+WARMUP=${SOAK_WARMUP:-120}
+work=$(mktemp -d)
+CSV=${SOAK_CSV:-$work/soak.csv}
+cat > "$work/soak.toml" <<'EOF'
+# soak: the bundled clip, looped, unpaced; stats every 10 s
+[source]
+spec = "demo"
+realtime = false
+loop = true
+[pipeline]
+stats_interval = 10.0
+EOF
+echo "soak: $LOOKOUT run on the looped bundled clip for ${SECS} s; samples every 10 s -> $CSV" >&2
+"$LOOKOUT" run --config "$work/soak.toml" 2> "$work/lookout.log" &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true' EXIT
+echo "t_s,rss_kb,fds,threads,fps,frame_age_p50_ms,frame_age_p95_ms" > "$CSV"
+t0=$(date +%s)
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
+while :; do
+  sleep 10
+  kill -0 "$pid" 2>/dev/null || { echo "soak: lookout exited early:" >&2; tail -5 "$work/lookout.log" >&2; exit 1; }
+  t=$(( $(date +%s) - t0 ))
+  rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+  thr=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")
+  fds=$(ls "/proc/$pid/fd" | wc -l)
+  last=$(grep 'LOOKOUT_EVENT=stats' "$work/lookout.log" | tail -1 || true)
+  echo "$t,$rss,$fds,$thr,$(field FPS "$last"),$(field FRAME_AGE_MS "$last"),$(field FRAME_AGE_P95_MS "$last")" >> "$CSV"
+  [ "$t" -ge "$SECS" ] && break
+done
+kill -TERM "$pid"
+stopped=0
+for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || { stopped=1; break; }; sleep 0.1; done
+wait "$pid" 2>/dev/null && status=0 || status=$?
+trap - EXIT
+python3 - "$CSV" "$WARMUP" "$stopped" "$status" <<'PY'
+import csv, statistics, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1]))]
+warm, stopped, status = int(sys.argv[2]), sys.argv[3] == '1', int(sys.argv[4])
+after = [r for r in rows if int(r['t_s']) >= warm] or rows
+def f(r, k):
+    try: return float(r[k])
+    except ValueError: return None
+def growth(k):
+    a, b = f(after[0], k), f(after[-1], k)
+    return a, b, (100.0 * (b - a) / a if a else 0.0)
+bad = []
+print('soak: %d samples over %s s; growth from %s s (end of warm-up) to the end:' % (len(rows), rows[-1]['t_s'], after[0]['t_s']))
+for k, unit in (('rss_kb', 'kB'), ('fds', ''), ('threads', '')):
+    a, b, g = growth(k)
+    print('  %-8s %10.0f -> %10.0f %s (%+.2f %%)' % (k, a, b, unit, g))
+    if k != 'threads' and g > 1.0:
+        bad.append('%s grew %.2f %%' % (k, g))
+    if k == 'threads' and a != b:
+        bad.append('thread count changed %d -> %d' % (a, b))
+q = max(1, len(after) // 4)
+p95 = [f(r, 'frame_age_p95_ms') for r in after]
+p95 = [x for x in p95 if x is not None]
+if len(p95) >= 2 * q:
+    first, last = statistics.median(p95[:q]), statistics.median(p95[-q:])
+    print('  frame age p95: first quarter median %.1f ms, last quarter %.1f ms' % (first, last))
+    if last > 1.5 * first and last - first > 5:
+        bad.append('frame age p95 drifted %.1f -> %.1f ms' % (first, last))
+fps = [f(r, 'fps') for r in after if f(r, 'fps')]
+if fps:
+    print('  fps: median %.1f (min %.1f, max %.1f)' % (statistics.median(fps), min(fps), max(fps)))
+print('  stop: %s (exit status %d)' % ('clean' if stopped and status == 0 else 'NOT clean', status))
+if not (stopped and status == 0):
+    bad.append('lookout did not stop cleanly on SIGTERM (status %d)' % status)
+if bad:
+    print('soak: FAILED: ' + '; '.join(bad)); sys.exit(1)
+print('soak: OK')
+PY
