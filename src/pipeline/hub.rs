@@ -1,0 +1,78 @@
+//! The state the pipeline's three threads share, behind one mutex and one condition variable.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::ThreadCpu;
+use crate::detect::Detection;
+use crate::frame::Frame;
+use crate::source;
+
+/// A detection result travelling back to the tracker.
+#[derive(Debug)]
+pub(super) struct DetResult {
+    pub(super) seq: u64,
+    pub(super) dets: Result<Vec<Detection>, String>,
+    pub(super) preprocess: Duration,
+    pub(super) model: Duration,
+    pub(super) postprocess: Duration,
+}
+
+/// State shared by the three threads, behind one mutex + condvar.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// The newest captured frame not yet taken by the tracker.
+    pub(super) frame: Option<Frame>,
+    /// Frames replaced in the slot before the tracker took them.
+    pub(super) replaced: u64,
+    /// Frames the source delivered.
+    pub(super) captured: u64,
+    /// Stale buffers the source itself discarded (camera), as last reported.
+    pub(super) source_dropped: u64,
+    /// The frame waiting for the detector (at most one: requests while busy are skipped).
+    pub(super) job: Option<Frame>,
+    /// The detector is working on a frame.
+    pub(super) detector_busy: bool,
+    /// Finished detections, oldest first.
+    pub(super) results: VecDeque<DetResult>,
+    /// The source ended (or failed: `error`).
+    pub(super) source_done: bool,
+    /// A fatal source error.
+    pub(super) error: Option<source::SourceError>,
+    /// Everyone stops.
+    pub(super) shutdown: bool,
+    /// The detector thread has ended.
+    pub(super) detector_exited: bool,
+    /// When the source last reported a lost camera or a failed reopen attempt (`None` while
+    /// frames flow). A source busy reopening a vanished camera is alive, not hung: the
+    /// tracker keeps the watchdog fed while these reports keep coming.
+    pub(super) source_reconnecting: Option<Instant>,
+    /// Time in `source.next()` per delivered frame, left here by the capture thread when it
+    /// ends (moved into the run's total).
+    pub(super) capture_time: Option<crate::stats::Latency>,
+    /// CPU time of each thread, written by the thread as it ends.
+    pub(super) thread_cpu: ThreadCpu,
+}
+
+pub(super) struct Hub {
+    pub(super) state: Mutex<Shared>,
+    pub(super) cv: Condvar,
+}
+
+impl Hub {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panicking thread poisons the lock; the data is still consistent counters/slots.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(super) fn wait<'a>(
+        &self,
+        g: MutexGuard<'a, Shared>,
+        t: Duration,
+    ) -> MutexGuard<'a, Shared> {
+        match self.cv.wait_timeout(g, t) {
+            Ok((g, _)) => g,
+            Err(p) => p.into_inner().0,
+        }
+    }
+}

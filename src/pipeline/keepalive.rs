@@ -1,0 +1,73 @@
+//! Keeping systemd's watchdog fed through bounded waits that are not hangs.
+
+use std::sync::{Condvar, Mutex};
+
+use crate::service::Notifier;
+
+/// Runs `f` while a helper thread pings systemd's watchdog at half its period: for bounded
+/// waits that are not hangs (a reload loading a new model, the end of a run waiting for the
+/// inference in flight), so systemd does not kill a healthy daemon. Without a watchdog it
+/// just runs `f`.
+pub fn keeping_watchdog_fed<T>(notifier: Option<&Notifier>, f: impl FnOnce() -> T) -> T {
+    let Some((n, period)) = notifier.and_then(|n| n.watchdog_period().map(|p| (n, p))) else {
+        return f();
+    };
+    let done = (Mutex::new(false), Condvar::new());
+    std::thread::scope(|scope| {
+        let pinger = std::thread::Builder::new()
+            .name("lookout-keepalive".into())
+            .spawn_scoped(scope, || {
+                let mut finished = done.0.lock().unwrap_or_else(|p| p.into_inner());
+                while !*finished {
+                    n.ping_watchdog();
+                    finished = done
+                        .1
+                        .wait_timeout(finished, period / 2)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            });
+        if let Err(e) = pinger {
+            log::warn!("cannot start the watchdog keep-alive thread: {e}");
+        }
+        let out = f();
+        *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        done.1.notify_all();
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn keeping_watchdog_fed_pings_only_while_the_wait_lasts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let n = Notifier::with_socket(&path, Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(server.recv(&mut buf).is_err(), "no ping before the wait");
+        let out = keeping_watchdog_fed(Some(&n), || {
+            std::thread::sleep(Duration::from_millis(350));
+            7
+        });
+        assert_eq!(out, 7);
+        for _ in 0..3 {
+            let len = server.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..len], b"WATCHDOG=1");
+        }
+        while server.recv(&mut buf).is_ok() {} // drain what was in flight
+        assert!(
+            server.recv(&mut buf).is_err(),
+            "pings stop when the wait ends"
+        );
+        // Without systemd it only runs the closure.
+        assert_eq!(keeping_watchdog_fed(None, || 3), 3);
+    }
+}
