@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::hub::Hub;
 use super::thread_cpu_time;
+use crate::frame::monotonic_now;
 use crate::source::{self, FrameSource};
 
 /// The capture thread. `wait_for_slot`: hand out a frame only once the tracker took the
@@ -53,7 +54,7 @@ pub(super) fn capture_loop(
                     source::SourceError::Reconnecting { attempts, .. } => Some(*attempts),
                     _ => None,
                 };
-                hub.lock().source_reconnecting = attempts.map(|_| Instant::now());
+                hub.lock().source_reconnecting = attempts.map(|_| monotonic_now());
                 // A camera may stay away for hours: the first attempts are logged, then one
                 // a minute or so (the back-off tops out at 5 s).
                 match attempts {

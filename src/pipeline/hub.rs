@@ -2,8 +2,9 @@
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::scheduler::DetectorSlot;
 use super::ThreadCpu;
 use crate::detect::Detection;
 use crate::frame::Frame;
@@ -44,10 +45,10 @@ pub(super) struct Shared {
     pub(super) shutdown: bool,
     /// The detector thread has ended.
     pub(super) detector_exited: bool,
-    /// When the source last reported a lost camera or a failed reopen attempt (`None` while
+    /// When (monotonic clock) the source last reported a lost camera or a failed reopen attempt (`None` while
     /// frames flow). A source busy reopening a vanished camera is alive, not hung: the
     /// tracker keeps the watchdog fed while these reports keep coming.
-    pub(super) source_reconnecting: Option<Instant>,
+    pub(super) source_reconnecting: Option<Duration>,
     /// Time in `source.next()` per delivered frame, left here by the capture thread when it
     /// ends (moved into the run's total).
     pub(super) capture_time: Option<crate::stats::Latency>,
@@ -74,5 +75,27 @@ impl Hub {
             Ok((g, _)) => g,
             Err(p) => p.into_inner().0,
         }
+    }
+}
+
+impl DetectorSlot for Shared {
+    fn submit(&mut self, frame: Frame) -> bool {
+        if self.detector_busy {
+            return false;
+        }
+        self.detector_busy = true;
+        self.job = Some(frame);
+        true
+    }
+}
+
+/// The tracker thread's requests: into the shared job slot, waking the detector.
+impl DetectorSlot for &Hub {
+    fn submit(&mut self, frame: Frame) -> bool {
+        let taken = self.lock().submit(frame);
+        if taken {
+            self.cv.notify_all();
+        }
+        taken
     }
 }

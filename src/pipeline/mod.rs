@@ -15,9 +15,9 @@
 //! and the tracker waits for each detection it asked for: deterministic, nothing dropped.
 //!
 //! One file per concern: `cores` (the thread → core plan and pinning), `parts` (what a run is
-//! made of: model, source, tracker), `hub` (the state the threads share), `capture`,
-//! `detection` and `tracking` (the three threads), `keepalive` (the watchdog through long
-//! waits).
+//! made of: model, source, tracker), `hub` (the state the threads share), `scheduler` (the
+//! tracker thread's rules, steppable without threads), `capture`, `detection` and `tracking`
+//! (the three threads), `keepalive` (the watchdog through long waits).
 
 mod capture;
 mod cores;
@@ -25,6 +25,7 @@ mod detection;
 mod hub;
 mod keepalive;
 mod parts;
+mod scheduler;
 mod tracking;
 
 use std::path::PathBuf;
@@ -285,17 +286,17 @@ pub fn run_with(
         let outcome = handle
             .join()
             .map_err(|_| PipelineError::Thread("tracker panicked".into()))?;
-        let (total, end, started, ended, tracks_now) = outcome?;
+        let outcome = outcome?;
         Ok(Summary {
-            report: total.report(tracks_now),
-            total,
+            report: outcome.total.report(outcome.tracks_now),
+            total: outcome.total,
             model: model.clone(),
             source: source_desc.clone(),
             source_fps,
-            tracks_started: started,
-            tracks_ended: ended,
+            tracks_started: outcome.tracks_started,
+            tracks_ended: outcome.tracks_ended,
             cpu_time: Duration::ZERO,
-            end,
+            end: outcome.end,
             core_map: core_map.clone(),
             thread_cpu: ThreadCpu::default(),
         })
