@@ -56,6 +56,7 @@ pub(super) struct Shared {
     pub(super) thread_cpu: ThreadCpu,
 }
 
+#[derive(Default)]
 pub(super) struct Hub {
     pub(super) state: Mutex<Shared>,
     pub(super) cv: Condvar,

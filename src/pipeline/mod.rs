@@ -30,7 +30,8 @@ mod tracking;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
@@ -47,7 +48,8 @@ pub use parts::{build, load_detector, source_options, Parts};
 use capture::capture_loop;
 use cores::pin;
 use detection::detect_loop;
-use hub::{Hub, Shared};
+use hub::Hub;
+use scheduler::RunOutcome;
 use tracking::track_loop;
 
 /// How detection is scheduled against tracking.
@@ -201,20 +203,11 @@ pub fn run_with(
     opts: &RunOptions,
     parts: &mut Parts,
 ) -> Result<Summary, PipelineError> {
-    let Parts {
-        detector,
-        source: src,
-        tracker,
-        core_map,
-    } = parts;
-    let core_map = core_map.clone();
-    let detector = &*detector;
-    let source_desc = src.describe();
-    let source_fps = src.fps();
-    let model = detector.info().clone();
+    let source = parts.source.describe();
+    let source_fps = parts.source.fps();
     if opts.log_events {
-        log::info!(LOOKOUT_EVENT = "start", SOURCE = source_desc.as_str(); "source: {source_desc}");
-        log::info!(LOOKOUT_EVENT = "cores"; "threads: {}", core_map.describe());
+        log::info!(LOOKOUT_EVENT = "start", SOURCE = source.as_str(); "source: {source}");
+        log::info!(LOOKOUT_EVENT = "cores"; "threads: {}", parts.core_map.describe());
     }
     let tracks_path = opts.tracks_out.clone().or_else(|| {
         (!cfg.output.tracks_file.is_empty()).then(|| PathBuf::from(&cfg.output.tracks_file))
@@ -223,39 +216,86 @@ pub fn run_with(
         .as_deref()
         .map(TracksWriter::create)
         .transpose()?;
-    let labels = cfg.label_filter();
-    let hub = Arc::new(Hub {
-        state: Mutex::new(Shared::default()),
-        cv: Condvar::new(),
-    });
-    let lockstep = opts.schedule == Schedule::Lockstep;
+    let hub = Arc::new(Hub::default());
+    let cpu0 = process_cpu_time();
+    let det_thread = spawn_detector(cfg, opts, parts, &hub)?;
+    let outcome = run_capture_and_tracker(cfg, opts, parts, &hub, writer.as_mut());
+    // Release the detector whatever happened (the tracker normally did already).
+    hub.lock().shutdown = true;
+    hub.cv.notify_all();
+    let stopped = matches!(&outcome, Ok(o) if o.end == EndReason::Stopped);
+    join_detector(&hub, det_thread, stopped, opts.notifier.as_deref())?;
+    let outcome = outcome?;
+    let cpu_time = process_cpu_time().saturating_sub(cpu0);
+    let mut g = hub.lock();
+    if let Some(e) = g.error.take() {
+        return Err(e.into());
+    }
+    let report = outcome.total.report(outcome.tracks_now);
+    let mut total = outcome.total;
+    if let Some(c) = g.capture_time.take() {
+        total.capture.merge(&c);
+    }
+    Ok(Summary {
+        report,
+        total,
+        model: parts.detector.info().clone(),
+        source,
+        source_fps,
+        tracks_started: outcome.tracks_started,
+        tracks_ended: outcome.tracks_ended,
+        cpu_time,
+        end: outcome.end,
+        core_map: parts.core_map.clone(),
+        thread_cpu: g.thread_cpu.clone(),
+    })
+}
+
+/// Starts the detector thread. Not a scoped thread: a stop need not wait for the inference in
+/// flight (a second or more on a Pi 3 / Zero 2 W), the process may end while it runs.
+fn spawn_detector(
+    cfg: &Config,
+    opts: &RunOptions,
+    parts: &Parts,
+    hub: &Arc<Hub>,
+) -> Result<JoinHandle<()>, PipelineError> {
+    let h = hub.clone();
+    let det_core = parts.core_map.detect;
+    let delay = opts.detect_delay;
+    let resize = cfg.model.resize;
+    let det = Arc::clone(&parts.detector);
+    std::thread::Builder::new()
+        .name("lookout-detect".into())
+        .spawn(move || {
+            pin(det_core, "detector");
+            detect_loop(&det, &h, delay, resize);
+            h.lock().detector_exited = true;
+            h.cv.notify_all();
+        })
+        .map_err(|e| PipelineError::Thread(format!("detector: {e}")))
+}
+
+/// Runs the capture and tracker threads, scoped to the run, until the tracker ends it.
+fn run_capture_and_tracker(
+    cfg: &Config,
+    opts: &RunOptions,
+    parts: &mut Parts,
+    hub: &Arc<Hub>,
+    writer: Option<&mut TracksWriter>,
+) -> Result<RunOutcome, PipelineError> {
+    let Parts {
+        source,
+        tracker,
+        core_map,
+        ..
+    } = parts;
     // A recording played as fast as possible would otherwise hand out frames in a busy loop
     // (hundreds of thousands a second, all replaced unseen), burning a core the tracker may
     // share: it waits until the tracker took the previous frame. Cameras and real-time
     // replays pace themselves.
-    let wait_for_slot = lockstep || src.unpaced();
-    let cpu0 = process_cpu_time();
-    // ── detector ── not a scoped thread: a stop need not wait for the inference in flight
-    // (a second or more on a Pi 3 / Zero 2 W), the process may end while it runs.
-    let det_thread = {
-        let h = hub.clone();
-        let det_core = core_map.detect;
-        let delay = opts.detect_delay;
-        let resize = cfg.model.resize;
-        let det = Arc::clone(detector);
-        std::thread::Builder::new()
-            .name("lookout-detect".into())
-            .spawn(move || {
-                pin(det_core, "detector");
-                detect_loop(&det, &h, delay, resize);
-                h.lock().detector_exited = true;
-                h.cv.notify_all();
-            })
-            .map_err(|e| PipelineError::Thread(format!("detector: {e}")))?
-    };
-
-    let summary = std::thread::scope(|scope| -> Result<Summary, PipelineError> {
-        // ── capture ──
+    let wait_for_slot = opts.schedule == Schedule::Lockstep || source.unpaced();
+    let labels = cfg.label_filter();
+    std::thread::scope(|scope| {
         let h = hub.clone();
         let stop = opts.stop.clone();
         let cap_core = core_map.capture;
@@ -263,17 +303,16 @@ pub fn run_with(
             .name("lookout-capture".into())
             .spawn_scoped(scope, move || {
                 pin(cap_core, "capture");
-                capture_loop(&mut **src, &h, &stop, wait_for_slot)
+                capture_loop(&mut **source, &h, &stop, wait_for_slot)
             })
             .map_err(|e| PipelineError::Thread(format!("capture: {e}")))?;
-        // ── tracker (publishes) ──
         let h = hub.clone();
         let trk_core = core_map.track;
         let handle = std::thread::Builder::new()
             .name("lookout-track".into())
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
-                let r = track_loop(cfg, opts, &h, tracker, writer.as_mut(), labels.as_deref());
+                let r = track_loop(cfg, opts, &h, tracker, writer, labels.as_deref());
                 // Whatever happened, release the other threads.
                 let mut g = h.lock();
                 g.shutdown = true;
@@ -283,58 +322,38 @@ pub fn run_with(
                 r
             })
             .map_err(|e| PipelineError::Thread(format!("tracker: {e}")))?;
-        let outcome = handle
+        handle
             .join()
-            .map_err(|_| PipelineError::Thread("tracker panicked".into()))?;
-        let outcome = outcome?;
-        Ok(Summary {
-            report: outcome.total.report(outcome.tracks_now),
-            total: outcome.total,
-            model: model.clone(),
-            source: source_desc.clone(),
-            source_fps,
-            tracks_started: outcome.tracks_started,
-            tracks_ended: outcome.tracks_ended,
-            cpu_time: Duration::ZERO,
-            end: outcome.end,
-            core_map: core_map.clone(),
-            thread_cpu: ThreadCpu::default(),
-        })
-    });
-    // Release the detector whatever happened (the tracker normally did already).
-    hub.lock().shutdown = true;
-    hub.cv.notify_all();
-    if matches!(&summary, Ok(s) if s.end == EndReason::Stopped) {
-        // Stop within a second: give the detector a moment, then leave its inference behind.
-        let deadline = Instant::now() + Duration::from_millis(250);
-        let mut g = hub.lock();
-        while !g.detector_exited && Instant::now() < deadline {
-            g = hub.wait(g, deadline.saturating_duration_since(Instant::now()));
-        }
-        let exited = g.detector_exited;
-        drop(g);
-        if exited {
-            let _ = det_thread.join();
-        } else {
-            log::info!("stopping without waiting for the inference in flight");
-        }
-    } else {
-        // The inference in flight may take seconds on a slow board: a bounded wait, not a hang.
-        keeping_watchdog_fed(opts.notifier.as_deref(), || det_thread.join())
-            .map_err(|_| PipelineError::Thread("detector panicked".into()))?;
+            .map_err(|_| PipelineError::Thread("tracker panicked".into()))?
+    })
+}
+
+/// Waits for the detector thread at the end of a run. After a stop, at most 250 ms (a stop
+/// ends within a second; an inference in flight is left behind). Otherwise until it ends: the
+/// inference in flight may take seconds on a slow board, a bounded wait with the watchdog fed.
+fn join_detector(
+    hub: &Hub,
+    det_thread: JoinHandle<()>,
+    stopped: bool,
+    notifier: Option<&Notifier>,
+) -> Result<(), PipelineError> {
+    if !stopped {
+        return keeping_watchdog_fed(notifier, || det_thread.join())
+            .map_err(|_| PipelineError::Thread("detector panicked".into()));
     }
-    let mut summary = summary?;
-    summary.cpu_time = process_cpu_time().saturating_sub(cpu0);
+    let deadline = Instant::now() + Duration::from_millis(250);
     let mut g = hub.lock();
-    if let Some(e) = g.error.take() {
-        return Err(e.into());
+    while !g.detector_exited && Instant::now() < deadline {
+        g = hub.wait(g, deadline.saturating_duration_since(Instant::now()));
     }
-    if let Some(c) = g.capture_time.take() {
-        summary.total.capture.merge(&c);
-    }
-    summary.thread_cpu = g.thread_cpu.clone();
+    let exited = g.detector_exited;
     drop(g);
-    Ok(summary)
+    if exited {
+        let _ = det_thread.join();
+    } else {
+        log::info!("stopping without waiting for the inference in flight");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
