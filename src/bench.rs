@@ -22,7 +22,9 @@ use serde::Serialize;
 use crate::config::{Config, ConfigErrors};
 use crate::detect::{self, Detection, Detector, ModelInfo, ModelSource};
 use crate::geom::{BBox, Mapping, ResizeMode};
-use crate::pipeline::{self, CoreMap, EndReason, Parts, PipelineError, RunOptions, Summary};
+use crate::pipeline::{
+    self, CoreMap, EndReason, Parts, PipelineError, Reconcile, RunOptions, Summary,
+};
 use crate::preprocess;
 use crate::source::{Pacing, Spec};
 use crate::stats::Latency;
@@ -1326,19 +1328,14 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         };
         // Reuse the loaded model when only scheduling changed; always reopen the source and
         // start a fresh tracker.
-        let reuse = parts.as_ref().is_some_and(|(c, p)| {
-            c.model == cfg.model && p.core_map == CoreMap::plan(&cfg, &sysinfo::allowed_cores())
-        });
         let mut p = match parts.take() {
-            Some((_, mut p)) if reuse => {
+            Some((old, mut p)) if p.keeps_model(&old, &cfg) => {
                 progress.phase(&format!("{tag}opening the source"));
-                p.source = crate::source::open(
-                    &cfg.source.spec,
-                    &pipeline::source_options(&cfg, Some(Pacing::AsFastAsPossible)),
-                )
-                .map_err(PipelineError::from)?;
-                p.tracker = crate::track::Tracker::new(cfg.tracker.clone())
-                    .map_err(|e| PipelineError::Tracker(e.to_string()))?;
+                let fresh = Reconcile {
+                    pace: Some(Pacing::AsFastAsPossible),
+                    restart: true,
+                };
+                p.reconcile(&old, &cfg, fresh)?.into_result()?;
                 p
             }
             other => {

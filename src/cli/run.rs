@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::config::{Config, ConfigErrors, Problem};
-use crate::pipeline::{self, EndReason, Parts, RunOptions, Summary};
+use crate::pipeline::{self, EndReason, Part, Parts, RunOptions, Summary};
 use crate::service::{Notifier, Signals};
 
 /// Arguments of `lookout run`.
@@ -134,51 +134,29 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
             return;
         }
     };
-    let mut changed = Vec::new();
-    let core_map = pipeline::CoreMap::plan(&new, &crate::sysinfo::allowed_cores());
-    if new.model != cfg.model || core_map != parts.core_map {
-        match pipeline::load_detector(&new, &core_map) {
-            Ok(d) => {
-                parts.detector = Arc::new(d);
-                parts.core_map = core_map;
-                changed.push("model");
-            }
-            Err(e) => {
-                log::error!(LOOKOUT_EVENT = "reload_rejected"; "reload rejected: {e}; keeping the running configuration");
-                return;
-            }
+    let done = match parts.reconcile(cfg, &new, pipeline::Reconcile::default()) {
+        Ok(done) => done,
+        Err(e) => {
+            log::error!(LOOKOUT_EVENT = "reload_rejected"; "reload rejected: {e}; keeping the running configuration");
+            return;
         }
-    }
-    if new.source != cfg.source {
-        match crate::source::open(&new.source.spec, &pipeline::source_options(&new, None)) {
-            Ok(s) => {
-                parts.source = s;
-                changed.push("source");
-            }
-            Err(e) => {
+    };
+    for (part, e) in &done.kept {
+        match part {
+            Part::Source => {
                 log::error!(LOOKOUT_EVENT = "reload_rejected"; "new source rejected, keeping the old one: {e}")
             }
-        }
-    }
-    if new.tracker != cfg.tracker {
-        match crate::track::Tracker::new(new.tracker.clone()) {
-            Ok(t) => {
-                parts.tracker = t;
-                changed.push("tracker");
-            }
-            Err(e) => {
-                log::error!(LOOKOUT_EVENT = "reload_rejected"; "new tracker settings rejected: {e}")
+            _ => {
+                log::error!(LOOKOUT_EVENT = "reload_rejected"; "new {} settings rejected: {e}", part.as_str())
             }
         }
-    }
-    if new.pipeline != cfg.pipeline || new.output != cfg.output {
-        changed.push("pipeline/output");
     }
     *cfg = new;
-    let what = if changed.is_empty() {
+    let what = if done.changed.is_empty() {
         "nothing changed".to_string()
     } else {
-        changed.join(", ")
+        let names: Vec<&str> = done.changed.iter().map(|p| p.as_str()).collect();
+        names.join(", ")
     };
     log::info!(LOOKOUT_EVENT = "reloaded"; "configuration {} reloaded: {what}", path.display());
 }

@@ -43,7 +43,7 @@ use crate::stats::{Report, Window};
 
 pub use cores::CoreMap;
 pub use keepalive::keeping_watchdog_fed;
-pub use parts::{build, load_detector, source_options, Parts};
+pub use parts::{build, load_detector, source_options, Part, Parts, Reconcile, Reconciled};
 
 use capture::capture_loop;
 use cores::pin;

@@ -1,4 +1,6 @@
-//! What a run is made of (model, source, tracker, core map) and how it is built.
+//! What a run is made of (model, source, tracker, core map), how it is built, and the one
+//! place a running pipeline meets a new configuration ([`Parts::reconcile`]: the daemon's
+//! reload, bench's rows).
 
 use std::sync::Arc;
 
@@ -73,4 +75,225 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
         tracker,
         core_map,
     })
+}
+
+/// A part of a run that a new configuration may replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The model (with its matmul pool and the core map).
+    Model,
+    /// The frame source.
+    Source,
+    /// The tracker (its tracks start over).
+    Tracker,
+    /// Settings read at the start of each run (`[pipeline]`, `[output]`): nothing to rebuild.
+    Settings,
+}
+
+impl Part {
+    /// The name in the daemon's "reloaded" log line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Model => "model",
+            Part::Source => "source",
+            Part::Tracker => "tracker",
+            Part::Settings => "pipeline/output",
+        }
+    }
+}
+
+/// How [`Parts::reconcile`] treats the source and the tracker.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Reconcile {
+    /// Replay pacing of a reopened source (`None`: as the configuration says).
+    pub pace: Option<Pacing>,
+    /// Reopen the source and start a fresh tracker even when their settings did not change
+    /// (each bench row starts from the first frame with no tracks); a reload keeps them.
+    pub restart: bool,
+}
+
+/// What [`Parts::reconcile`] did.
+#[derive(Debug, Default)]
+pub struct Reconciled {
+    /// What changed, in order: the parts replaced, and [`Part::Settings`] when only settings
+    /// read at each run changed.
+    pub changed: Vec<Part>,
+    /// Parts that could not be built for the new configuration: the running ones stay.
+    pub kept: Vec<(Part, PipelineError)>,
+}
+
+impl Reconciled {
+    /// What changed, or the first part that could not be built (for callers that cannot run
+    /// on with the old one).
+    pub fn into_result(self) -> Result<Vec<Part>, PipelineError> {
+        match self.kept.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(self.changed),
+        }
+    }
+}
+
+impl Parts {
+    /// Whether the loaded model, with its pinned matmul pool, serves `new` as it serves `old`
+    /// (same `[model]` settings, same core map).
+    pub fn keeps_model(&self, old: &Config, new: &Config) -> bool {
+        new.model == old.model && CoreMap::plan(new, &sysinfo::allowed_cores()) == self.core_map
+    }
+
+    /// Brings parts built for `old` in line with `new`, replacing only what changed: the model
+    /// when `[model]` or the core map changed, the source when `[source]` did, the tracker when
+    /// `[tracker]` did (with `how.restart`, the source and the tracker always).
+    ///
+    /// # Errors
+    /// A model that cannot be loaded: nothing is replaced. A source or a tracker that cannot
+    /// be built is not an error here: the running one stays, listed in [`Reconciled::kept`].
+    pub fn reconcile(
+        &mut self,
+        old: &Config,
+        new: &Config,
+        how: Reconcile,
+    ) -> Result<Reconciled, PipelineError> {
+        let mut done = Reconciled::default();
+        if !self.keeps_model(old, new) {
+            let core_map = CoreMap::plan(new, &sysinfo::allowed_cores());
+            self.detector = Arc::new(load_detector(new, &core_map)?);
+            self.core_map = core_map;
+            done.changed.push(Part::Model);
+        }
+        if how.restart || new.source != old.source {
+            match source::open(&new.source.spec, &source_options(new, how.pace)) {
+                Ok(s) => {
+                    self.source = s;
+                    done.changed.push(Part::Source);
+                }
+                Err(e) => done.kept.push((Part::Source, e.into())),
+            }
+        }
+        if how.restart || new.tracker != old.tracker {
+            match Tracker::new(new.tracker.clone()) {
+                Ok(t) => {
+                    self.tracker = t;
+                    done.changed.push(Part::Tracker);
+                }
+                Err(e) => done
+                    .kept
+                    .push((Part::Tracker, PipelineError::Tracker(e.to_string()))),
+            }
+        }
+        if new.pipeline != old.pipeline || new.output != old.output {
+            done.changed.push(Part::Settings);
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded model at a small input (quick to load) on the bundled clip, unpinned.
+    fn small() -> Config {
+        let mut c = Config::default();
+        c.pipeline.pin_threads = false;
+        c.model.threads = 1;
+        c.model.input_size = vec![64, 64];
+        c
+    }
+
+    fn names(changed: &[Part]) -> Vec<&'static str> {
+        changed.iter().map(|p| p.as_str()).collect()
+    }
+
+    #[test]
+    fn reconcile_replaces_only_what_changed() {
+        let old = small();
+        let mut parts = build(&old, None).unwrap();
+        let model = Arc::clone(&parts.detector);
+        let mut new = old.clone();
+        new.tracker.iou_threshold = 0.5;
+        new.pipeline.detect_every = 2;
+        let done = parts.reconcile(&old, &new, Reconcile::default()).unwrap();
+        assert_eq!(names(&done.changed), ["tracker", "pipeline/output"]);
+        assert!(done.kept.is_empty());
+        assert!(
+            Arc::ptr_eq(&model, &parts.detector),
+            "the model was reloaded"
+        );
+        assert_eq!(parts.tracker.config().iou_threshold, 0.5);
+
+        let done = parts.reconcile(&new, &new, Reconcile::default()).unwrap();
+        assert!(done.changed.is_empty(), "{:?}", done.changed);
+
+        new.model.input_size = vec![96, 96];
+        let done = parts.reconcile(&old, &new, Reconcile::default()).unwrap();
+        assert_eq!(done.changed.first(), Some(&Part::Model));
+        assert_eq!(parts.detector.info().input_w, 96);
+    }
+
+    #[test]
+    fn restart_reopens_the_source_and_the_tracker_but_keeps_the_model() {
+        let cfg = small();
+        let mut parts = build(&cfg, None).unwrap();
+        let model = Arc::clone(&parts.detector);
+        assert!(parts.keeps_model(&cfg, &cfg));
+        let how = Reconcile {
+            pace: Some(Pacing::AsFastAsPossible),
+            restart: true,
+        };
+        let done = parts.reconcile(&cfg, &cfg, how).unwrap();
+        assert_eq!(names(&done.changed), ["source", "tracker"]);
+        assert!(Arc::ptr_eq(&model, &parts.detector));
+        assert!(parts.source.unpaced(), "reopened with the pacing asked for");
+    }
+
+    #[test]
+    fn a_source_or_tracker_that_cannot_be_built_leaves_the_running_one() {
+        let old = small();
+        let mut parts = build(&old, None).unwrap();
+        let mut new = old.clone();
+        new.source.spec = "/nonexistent/clip.mjpeg".into();
+        new.tracker.confirm_hits = 0;
+        let done = parts.reconcile(&old, &new, Reconcile::default()).unwrap();
+        assert!(done.changed.is_empty(), "{:?}", done.changed);
+        let kept: Vec<(Part, String)> =
+            done.kept.iter().map(|(p, e)| (*p, e.to_string())).collect();
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert_eq!(kept[0].0, Part::Source);
+        assert!(
+            kept[0].1.contains("/nonexistent/clip.mjpeg"),
+            "{}",
+            kept[0].1
+        );
+        assert_eq!(kept[1].0, Part::Tracker);
+        assert!(kept[1].1.contains("confirm_hits"), "{}", kept[1].1);
+        assert_eq!(parts.tracker.config(), &old.tracker);
+        assert!(
+            parts.source.describe().contains("demo"),
+            "{}",
+            parts.source.describe()
+        );
+        // A caller that cannot run on with the old parts gets the first problem.
+        let e = parts
+            .reconcile(&old, &new, Reconcile::default())
+            .unwrap()
+            .into_result()
+            .unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/clip.mjpeg"), "{e}");
+    }
+
+    #[test]
+    fn a_model_that_cannot_be_loaded_changes_nothing() {
+        let old = small();
+        let mut parts = build(&old, None).unwrap();
+        let model = Arc::clone(&parts.detector);
+        let mut new = old.clone();
+        new.model.file = "/nonexistent/model.onnx".into();
+        new.tracker.iou_threshold = 0.5;
+        let e = parts
+            .reconcile(&old, &new, Reconcile::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/model.onnx"), "{e}");
+        assert!(Arc::ptr_eq(&model, &parts.detector));
+        assert_eq!(parts.tracker.config(), &old.tracker, "nothing replaced");
+    }
 }
