@@ -1,12 +1,20 @@
 //! The real-time pipeline on the bundled clip: asynchronous detection never slows the frame
-//! rate, the tracks file is valid JSON Lines, lockstep runs are complete and deterministic.
+//! rate, the tracks file is valid JSON Lines, lockstep runs are complete and deterministic, a
+//! stop ends a run within a second.
+//!
+//! The scheduling rules themselves are tested without threads or a clock in
+//! `src/pipeline/scheduler.rs`. These runs are real: they are not pinned to cores (parallel
+//! tests would share them), and they wait on what the pipeline tells systemd (READY, a
+//! watchdog ping per frame), never on fixed sleeps.
 
+use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lookout::config::Config;
 use lookout::pipeline::{self, EndReason, RunOptions, Schedule};
+use lookout::service::Notifier;
 use lookout::source::Pacing;
 
 fn clip_config(fps: u32, detect_every: u32) -> Config {
@@ -14,7 +22,55 @@ fn clip_config(fps: u32, detect_every: u32) -> Config {
     c.source.fps = fps;
     c.pipeline.detect_every = detect_every;
     c.pipeline.stats_interval = 0.5;
+    c.pipeline.pin_threads = false;
     c
+}
+
+/// Stands in for systemd: a notifier whose watchdog is pinged for every processed frame of a
+/// 10 fps clip (half its period is shorter than a frame), and the socket it speaks to.
+struct FakeSystemd {
+    _dir: tempfile::TempDir,
+    socket: UnixDatagram,
+    notifier: Arc<Notifier>,
+}
+
+impl FakeSystemd {
+    fn new() -> FakeSystemd {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let socket = UnixDatagram::bind(&path).unwrap();
+        // Generous: the model loads first, and the machine may be busy with other builds.
+        socket
+            .set_read_timeout(Some(Duration::from_secs(120)))
+            .unwrap();
+        let notifier =
+            Arc::new(Notifier::with_socket(&path, Some(Duration::from_millis(20))).unwrap());
+        FakeSystemd {
+            _dir: dir,
+            socket,
+            notifier,
+        }
+    }
+
+    /// Waits until the pipeline is READY (model loaded, first frame processed) and then until
+    /// `frames` frames in all were processed.
+    fn wait_for_frames(&self, frames: usize) {
+        let mut buf = [0u8; 256];
+        let mut next = || {
+            let len = self
+                .socket
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no word from the pipeline: {e}"));
+            String::from_utf8_lossy(&buf[..len]).to_string()
+        };
+        while !next().starts_with("READY=1") {}
+        let mut pings = 0;
+        while pings < frames {
+            if next() == "WATCHDOG=1" {
+                pings += 1;
+            }
+        }
+    }
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -32,7 +88,6 @@ fn a_detector_slower_than_n_frames_never_lowers_the_processed_fps() {
         ..RunOptions::default()
     };
     let s = pipeline::run(&cfg, &opts).unwrap();
-    let fps = s.total.processed as f64 / s.total.elapsed.as_secs_f64();
     assert_eq!(s.end, EndReason::Limit);
     assert!(
         s.total.detections >= 2,
@@ -44,11 +99,18 @@ fn a_detector_slower_than_n_frames_never_lowers_the_processed_fps() {
         "busy detector ⇒ requests skipped: {}",
         s.total.detect_skipped
     );
+    // Had the tracker waited for each detection, it would have processed `detect_every` (2)
+    // frames per detection; not waiting, it processes one per 40 ms frame while each
+    // detection takes ≥ 400 ms (about 10). A ratio, not a frame rate: it holds however
+    // loaded the machine is. That no frame waits for a busy detector is checked frame by
+    // frame, without threads, in the scheduler's tests.
+    let per_detection = s.total.processed as f64 / (s.total.detections + 1) as f64;
     assert!(
-        fps >= 0.9 * 25.0,
-        "processed {fps:.1} fps from a 25 fps source"
+        per_detection >= 4.0,
+        "{} frames processed for {} detections: the tracker waited for the detector",
+        s.total.processed,
+        s.total.detections
     );
-    assert!(s.total.dropped <= 5, "frames dropped: {}", s.total.dropped);
 }
 
 #[test]
@@ -129,20 +191,18 @@ fn lockstep_runs_are_deterministic() {
 fn stop_flag_ends_a_live_run_within_a_second() {
     let cfg = clip_config(10, 5);
     let stop = Arc::new(AtomicBool::new(false));
+    let systemd = FakeSystemd::new();
     let opts = RunOptions {
         stop: stop.clone(),
         log_events: false,
+        notifier: Some(systemd.notifier.clone()),
         ..RunOptions::default()
     };
-    let s = std::thread::spawn(move || {
-        let t0 = std::time::Instant::now();
-        let r = pipeline::run(&cfg, &opts);
-        (r, t0.elapsed())
-    });
-    std::thread::sleep(Duration::from_millis(2500));
+    let s = std::thread::spawn(move || pipeline::run(&cfg, &opts));
+    systemd.wait_for_frames(10);
     let asked = std::time::Instant::now();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (r, _) = s.join().unwrap();
+    let r = s.join().unwrap();
     assert!(
         asked.elapsed() < Duration::from_secs(1),
         "stopped after {:?}",
@@ -159,14 +219,17 @@ fn stop_does_not_wait_for_a_slow_inference() {
     // still ends the run within a second, leaving the inference in flight behind.
     let cfg = clip_config(10, 5);
     let stop = Arc::new(AtomicBool::new(false));
+    let systemd = FakeSystemd::new();
     let opts = RunOptions {
         stop: stop.clone(),
         log_events: false,
         detect_delay: Duration::from_secs(6),
+        notifier: Some(systemd.notifier.clone()),
         ..RunOptions::default()
     };
     let s = std::thread::spawn(move || pipeline::run(&cfg, &opts));
-    std::thread::sleep(Duration::from_millis(3000));
+    // Frame 0's detection is in flight for ≥ 6 s; 10 frames at 10 fps take about 1 s.
+    systemd.wait_for_frames(10);
     let asked = std::time::Instant::now();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let r = s.join().unwrap();
@@ -178,6 +241,7 @@ fn stop_does_not_wait_for_a_slow_inference() {
     let s = r.unwrap();
     assert_eq!(s.end, EndReason::Stopped);
     assert!(s.total.processed >= 10, "{}", s.total.processed);
+    assert_eq!(s.total.detections, 0, "the inference was still in flight");
 }
 
 #[test]

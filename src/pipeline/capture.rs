@@ -78,3 +78,118 @@ pub(super) fn capture_loop(
     drop(g);
     hub.cv.notify_all();
 }
+
+#[cfg(test)]
+mod tests {
+    //! `capture_loop` runs on the test thread against a scripted source that looks at the hub
+    //! each time it is asked for a frame: no other thread, no clock.
+    use super::*;
+    use crate::frame::{Frame, PixelFormat};
+    use crate::source::{SourceError, SourceStats};
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    struct Scripted {
+        hub: Arc<Hub>,
+        script: VecDeque<Result<Option<Frame>, SourceError>>,
+        /// Whether the hub said "reopening a lost camera" at each call.
+        reopening: Vec<bool>,
+    }
+
+    impl FrameSource for Scripted {
+        fn next(&mut self) -> Result<Option<Frame>, SourceError> {
+            self.reopening
+                .push(self.hub.lock().source_reconnecting.is_some());
+            self.script.pop_front().unwrap_or(Ok(None))
+        }
+        fn stats(&self) -> SourceStats {
+            SourceStats {
+                dropped_stale: 4,
+                ..SourceStats::default()
+            }
+        }
+        fn fps(&self) -> Option<f64> {
+            None
+        }
+        fn describe(&self) -> String {
+            "scripted".into()
+        }
+    }
+
+    fn frame(seq: u64) -> Result<Option<Frame>, SourceError> {
+        Ok(Some(Frame {
+            seq,
+            captured_at: Duration::ZERO,
+            width: 4,
+            height: 4,
+            format: PixelFormat::Grey,
+            data: vec![0; 16],
+        }))
+    }
+
+    fn run(script: Vec<Result<Option<Frame>, SourceError>>) -> (Arc<Hub>, Vec<bool>) {
+        let hub = Arc::new(Hub::default());
+        let mut src = Scripted {
+            hub: hub.clone(),
+            script: script.into(),
+            reopening: Vec::new(),
+        };
+        capture_loop(&mut src, &hub, &AtomicBool::new(false), false);
+        (hub, src.reopening)
+    }
+
+    #[test]
+    fn a_lost_camera_being_reopened_is_reported_until_frames_flow_but_a_hang_is_not() {
+        let device = || "/dev/video-test".to_string();
+        let (hub, reopening) = run(vec![
+            frame(1),
+            Err(SourceError::Disconnected {
+                device: device(),
+                source: std::io::Error::from_raw_os_error(libc::ENODEV),
+            }),
+            Err(SourceError::Reconnecting {
+                device: device(),
+                attempts: 1,
+                reason: "No such file or directory".into(),
+                retry_in: Duration::from_millis(100),
+            }),
+            Err(SourceError::Timeout {
+                device: device(),
+                timeout: Duration::from_millis(100),
+            }),
+            Err(SourceError::Reconnecting {
+                device: device(),
+                attempts: 2,
+                reason: "No such file or directory".into(),
+                retry_in: Duration::from_millis(100),
+            }),
+            frame(2),
+        ]);
+        // What the hub said when each call started, i.e. after the previous call's outcome:
+        // frame, lost, reopening, poll timeout (a hang: not reported), reopening, frame, end.
+        assert_eq!(reopening, [false, false, true, true, false, true, false]);
+        let g = hub.lock();
+        assert!(g.source_done && g.error.is_none());
+        assert_eq!((g.captured, g.replaced, g.source_dropped), (2, 1, 4));
+        assert_eq!(
+            g.frame.as_ref().map(|f| f.seq),
+            Some(2),
+            "the newest frame waits"
+        );
+    }
+
+    #[test]
+    fn a_fatal_source_error_ends_capture_and_is_kept_for_the_run() {
+        let (hub, _) = run(vec![
+            frame(1),
+            Err(SourceError::UnknownSpec {
+                spec: "clip.avi".into(),
+            }),
+            frame(2),
+        ]);
+        let g = hub.lock();
+        assert!(g.source_done);
+        assert!(matches!(&g.error, Some(SourceError::UnknownSpec { spec }) if spec == "clip.avi"));
+        assert_eq!(g.captured, 1, "nothing is read after a fatal error");
+    }
+}

@@ -47,22 +47,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify.sock");
         let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
-        server
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
         let n = Notifier::with_socket(&path, Some(Duration::from_millis(100))).unwrap();
         let mut buf = [0u8; 64];
+        server.set_nonblocking(true).unwrap();
         assert!(server.recv(&mut buf).is_err(), "no ping before the wait");
+        server.set_nonblocking(false).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        // The wait lasts until systemd (the test) has heard three pings, however slowly the
+        // pinger gets scheduled.
         let out = keeping_watchdog_fed(Some(&n), || {
-            std::thread::sleep(Duration::from_millis(350));
+            for i in 0..3 {
+                let len = server
+                    .recv(&mut buf)
+                    .unwrap_or_else(|e| panic!("ping {i} within 30 s: {e}"));
+                assert_eq!(&buf[..len], b"WATCHDOG=1");
+            }
             7
         });
         assert_eq!(out, 7);
-        for _ in 0..3 {
-            let len = server.recv(&mut buf).unwrap();
-            assert_eq!(&buf[..len], b"WATCHDOG=1");
-        }
-        while server.recv(&mut buf).is_ok() {} // drain what was in flight
+        // The pinger has been joined when the wait returns: drain what it sent, then silence.
+        server.set_nonblocking(true).unwrap();
+        while server.recv(&mut buf).is_ok() {}
+        server.set_nonblocking(false).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         assert!(
             server.recv(&mut buf).is_err(),
             "pings stop when the wait ends"

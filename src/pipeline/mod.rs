@@ -358,55 +358,58 @@ fn join_detector(
 
 #[cfg(test)]
 mod tests {
+    //! The glue between the threads, end to end. The rules themselves are tested without
+    //! threads in `scheduler.rs`, `capture.rs` and `parts.rs`; this test waits on what systemd
+    //! would hear, never on the clock.
     use super::*;
     use crate::frame::{monotonic_now, Frame};
     use crate::source::FrameSource;
     use crate::track::Tracker;
+    use std::sync::atomic::Ordering;
 
-    /// A camera that delivers a few frames, then vanishes and is being reopened for a while
-    /// (`Disconnected`, then `Reconnecting` every 100 ms), then hangs (poll timeouts), then ends.
-    struct Vanishing {
-        calls: u32,
+    /// A camera that delivers two frames, is lost and being reopened until the test lets it
+    /// come back (`back`), then delivers two more frames and ends. It gives up after ~30 s of
+    /// reopening, so a broken pipeline fails the test instead of hanging it.
+    struct Comeback {
         seq: u64,
+        attempts: u32,
+        back: Arc<AtomicBool>,
     }
 
-    impl FrameSource for Vanishing {
+    impl FrameSource for Comeback {
         fn next(&mut self) -> Result<Option<Frame>, source::SourceError> {
-            self.calls += 1;
+            let frame = |seq| Frame {
+                seq,
+                captured_at: monotonic_now(),
+                width: 64,
+                height: 48,
+                format: crate::frame::PixelFormat::Grey,
+                data: vec![128; 64 * 48],
+            };
             let device = "/dev/video-test".to_string();
-            std::thread::sleep(Duration::from_millis(if self.calls <= 5 {
-                40
-            } else {
-                100
-            }));
-            match self.calls {
-                1..=5 => {
-                    self.seq += 1;
-                    Ok(Some(Frame {
-                        seq: self.seq,
-                        captured_at: monotonic_now(),
-                        width: 64,
-                        height: 48,
-                        format: crate::frame::PixelFormat::Grey,
-                        data: vec![128; 64 * 48],
-                    }))
-                }
-                6 => Err(source::SourceError::Disconnected {
+            if self.seq < 2 || (self.back.load(Ordering::Relaxed) && self.seq < 4) {
+                self.seq += 1;
+                return Ok(Some(frame(self.seq)));
+            }
+            if self.seq >= 4 || self.attempts > 1500 {
+                return Ok(None);
+            }
+            // A real camera's back-off between reopen attempts (keeps this loop from spinning).
+            std::thread::sleep(Duration::from_millis(20));
+            self.attempts += 1;
+            Err(if self.attempts == 1 {
+                source::SourceError::Disconnected {
                     device,
                     source: std::io::Error::from_raw_os_error(libc::ENODEV),
-                }),
-                7..=20 => Err(source::SourceError::Reconnecting {
+                }
+            } else {
+                source::SourceError::Reconnecting {
                     device,
-                    attempts: self.calls - 6,
+                    attempts: self.attempts - 1,
                     reason: "No such file or directory".into(),
-                    retry_in: Duration::from_millis(100),
-                }),
-                21..=34 => Err(source::SourceError::Timeout {
-                    device,
-                    timeout: Duration::from_millis(100),
-                }),
-                _ => Ok(None),
-            }
+                    retry_in: Duration::from_millis(20),
+                }
+            })
         }
         fn stats(&self) -> source::SourceStats {
             source::SourceStats::default()
@@ -415,17 +418,17 @@ mod tests {
             Some(25.0)
         }
         fn describe(&self) -> String {
-            "vanishing test camera".into()
+            "test camera that comes back".into()
         }
     }
 
     #[test]
-    fn watchdog_is_fed_while_a_lost_camera_is_reopened_but_not_while_it_hangs() {
+    fn a_run_tells_systemd_while_a_lost_camera_is_reopened_and_when_it_is_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify.sock");
         let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
         server
-            .set_read_timeout(Some(Duration::from_millis(50)))
+            .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
         let notifier =
             Arc::new(Notifier::with_socket(&path, Some(Duration::from_millis(100))).unwrap());
@@ -435,9 +438,14 @@ mod tests {
         c.pipeline.detect_every = 1000;
         c.model.input_size = vec![64, 64];
         let core_map = CoreMap::default();
+        let back = Arc::new(AtomicBool::new(false));
         let mut parts = Parts {
             detector: Arc::new(load_detector(&c, &core_map).unwrap()),
-            source: Box::new(Vanishing { calls: 0, seq: 0 }),
+            source: Box::new(Comeback {
+                seq: 0,
+                attempts: 0,
+                back: back.clone(),
+            }),
             tracker: Tracker::new(c.tracker.clone()).unwrap(),
             core_map,
         };
@@ -446,40 +454,35 @@ mod tests {
             log_events: false,
             ..RunOptions::default()
         };
-        let t0 = Instant::now();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let listener = std::thread::spawn(move || {
-            let mut buf = [0u8; 256];
-            let mut got = Vec::new();
-            loop {
-                match server.recv(&mut buf) {
-                    Ok(k) => {
-                        got.push((t0.elapsed(), String::from_utf8_lossy(&buf[..k]).to_string()))
-                    }
-                    Err(_) if rx.try_recv().is_ok() => return got,
-                    Err(_) => {}
-                }
-            }
-        });
-        let summary = run_with(&c, &opts, &mut parts).unwrap();
-        tx.send(()).unwrap();
-        let got = listener.join().unwrap();
+        let run = std::thread::spawn(move || run_with(&c, &opts, &mut parts));
+        let mut buf = [0u8; 256];
+        let mut heard = Vec::new();
+        let mut next = || {
+            let len = server
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no notification within 30 s after {heard:?}: {e}"));
+            let m = String::from_utf8_lossy(&buf[..len]).to_string();
+            heard.push(m.clone());
+            m
+        };
+        while next() != "STATUS=camera lost: reopening it" {}
+        // No frames flow now: these pings are the tracker vouching for the reopening camera.
+        let mut pings = 0;
+        while pings < 2 {
+            let m = next();
+            assert!(m == "WATCHDOG=1", "while reopening: {m:?}");
+            pings += 1;
+        }
+        back.store(true, Ordering::Relaxed);
+        while next() != "STATUS=running" {}
+        let summary = run.join().unwrap().unwrap();
         assert_eq!(summary.end, EndReason::EndOfSource);
-        assert_eq!(summary.total.processed, 5);
-        let pings: Vec<f64> = got
-            .iter()
-            .filter(|(_, m)| m == "WATCHDOG=1")
-            .map(|(t, _)| t.as_secs_f64())
-            .collect();
-        // Phases (approximate, from the source's sleeps): frames until ~0.2 s, reopening
-        // ~0.3–1.7 s, hanging ~1.7–3.1 s.
-        let reopening = pings.iter().filter(|t| (0.5..1.6).contains(*t)).count();
-        let hanging = pings.iter().filter(|t| (2.0..3.0).contains(*t)).count();
-        assert!(reopening >= 5, "pings while reopening: {pings:?}");
-        assert_eq!(hanging, 0, "pings while the camera hangs: {pings:?}");
+        // Live: a frame the tracker did not take in time was replaced, and counted.
+        let t = &summary.total;
+        assert_eq!((t.captured, t.processed + t.dropped), (4, 4));
         assert!(
-            got.iter().any(|(_, m)| m.contains("STATUS=camera lost")),
-            "systemctl status tells the camera is being reopened: {got:?}"
+            t.processed >= 2,
+            "one frame before the loss, one after: {t:?}"
         );
     }
 }
