@@ -1,0 +1,371 @@
+//! Recordings as frame sources: MJPEG streams, Y4M files, directories of images, and the demo
+//! clip built into the binary. Played back like a camera (each frame at its due time) or as
+//! fast as asked, optionally looped.
+//!
+//! **Corrupt frames.** MJPEG data is split on JPEG markers by a small structural scanner that
+//! walks marker segments and entropy-coded data to the EOI marker; a frame cut short (the
+//! stream ends, or a new SOI appears inside it), junk where a marker should be, or a header
+//! zune-jpeg cannot parse is skipped and counted in [`SourceStats::corrupt`] — never fatal.
+//! Frames are *not* fully decoded here (that would double the decode cost; preprocessing
+//! decodes once): bit errors inside the entropy data of a structurally sound JPEG surface as
+//! a decode error in preprocessing, which the caller counts.
+//!
+//! MJPEG files are read into memory whole (the demo clip is in the binary anyway); Y4M files
+//! are streamed frame by frame.
+//!
+//! **Empty and absurd recordings.** A recording that holds no usable frame is an error, not
+//! an empty run: at open when it can be told cheaply (an MJPEG stream without one complete
+//! JPEG, a Y4M file shorter than the one frame its header claims), else on the first
+//! [`FrameSource::next`] that finds the source ended without having delivered anything. A
+//! frame side over [`MAX_FRAME_SIDE`] is refused from the header, before anything is
+//! allocated for it.
+//!
+//! [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+mod dir;
+mod mjpeg;
+mod y4m;
+
+use dir::ImageDir;
+use mjpeg::MjpegStream;
+use y4m::{ReadSeek, Y4mStream};
+
+use super::{FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS};
+use crate::frame::{monotonic_now, Frame, PixelFormat};
+
+/// A recording played back as a [`FrameSource`].
+pub struct ReplaySource {
+    name: String,
+    path: PathBuf,
+    kind: Kind,
+    fps: f64,
+    pacer: Pacer,
+    looped: bool,
+    delivered_since_rewind: u64,
+    seq: u64,
+    stats: SourceStats,
+}
+
+enum Kind {
+    Mjpeg(MjpegStream),
+    Y4m(Y4mStream),
+    Dir(ImageDir),
+}
+
+/// What a backend yields before pacing and numbering.
+struct Raw {
+    width: u32,
+    height: u32,
+    format: PixelFormat,
+    data: Vec<u8>,
+}
+
+impl ReplaySource {
+    /// The demo clip built into the binary (640×480 MJPEG, 10 fps, 200 frames).
+    ///
+    /// # Errors
+    /// Only if the embedded clip were broken ([`SourceError::Empty`]).
+    pub fn demo(opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
+        let fps = opts.replay_fps.unwrap_or(super::DEMO_FPS);
+        let stream = MjpegStream::new(Cow::Borrowed(super::DEMO_CLIP), PathBuf::from("demo"))?;
+        Ok(Self::with(
+            "demo clip (640x480 MJPEG)".into(),
+            PathBuf::from("demo"),
+            Kind::Mjpeg(stream),
+            fps,
+            opts,
+        ))
+    }
+
+    /// A file of concatenated JPEGs, paced at `opts.replay_fps` (default 10 fps).
+    ///
+    /// # Errors
+    /// [`SourceError::File`] if it cannot be read, [`SourceError::Empty`] if it holds no
+    /// complete JPEG with a readable header of at most [`MAX_FRAME_SIDE`] per side.
+    ///
+    /// [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
+    pub fn mjpeg_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
+        let data = std::fs::read(path).map_err(|source| SourceError::File {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::mjpeg_bytes(path, data, opts)
+    }
+
+    /// Concatenated JPEGs already in memory, played like [`ReplaySource::mjpeg_file`]; `path`
+    /// only names the stream in messages. The entry point of the `mjpeg` fuzz target.
+    ///
+    /// # Errors
+    /// As [`ReplaySource::mjpeg_file`], less the read.
+    pub fn mjpeg_bytes(
+        path: &Path,
+        data: Vec<u8>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        let stream = MjpegStream::new(Cow::Owned(data), path.to_path_buf())?;
+        let fps = opts.replay_fps.unwrap_or(DEFAULT_REPLAY_FPS);
+        Ok(Self::with(
+            format!("MJPEG file {}", path.display()),
+            path.to_path_buf(),
+            Kind::Mjpeg(stream),
+            fps,
+            opts,
+        ))
+    }
+
+    /// A YUV4MPEG2 file (`C420*` or no C tag → YU12, `C422` → 422P, `Cmono` → GREY), paced at
+    /// its `F` rate unless `opts.replay_fps` overrides it.
+    ///
+    /// # Errors
+    /// [`SourceError::File`] if it cannot be read, [`SourceError::BadFile`] for a header that
+    /// is not Y4M, a colour space lookout does not read or a side over [`MAX_FRAME_SIDE`],
+    /// [`SourceError::Empty`] for a file that ends before its first frame is complete.
+    ///
+    /// [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
+    pub fn y4m_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
+        let file = File::open(path).map_err(|source| SourceError::File {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        Self::y4m_from(path, Box::new(file), len, opts)
+    }
+
+    /// A YUV4MPEG2 stream already in memory, played like [`ReplaySource::y4m_file`]; `path`
+    /// only names the stream in messages. The entry point of the `y4m` fuzz target.
+    ///
+    /// # Errors
+    /// As [`ReplaySource::y4m_file`], less the read.
+    pub fn y4m_bytes(
+        path: &Path,
+        data: Vec<u8>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        let len = data.len() as u64;
+        Self::y4m_from(path, Box::new(Cursor::new(data)), Some(len), opts)
+    }
+
+    fn y4m_from(
+        path: &Path,
+        input: Box<dyn ReadSeek>,
+        len: Option<u64>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        let stream = Y4mStream::open(path, input, len)?;
+        let fps = opts.replay_fps.or(stream.fps).unwrap_or(DEFAULT_REPLAY_FPS);
+        let desc = format!(
+            "Y4M file {} ({} {}x{})",
+            path.display(),
+            stream.format,
+            stream.width,
+            stream.height
+        );
+        Ok(Self::with(
+            desc,
+            path.to_path_buf(),
+            Kind::Y4m(stream),
+            fps,
+            opts,
+        ))
+    }
+
+    /// The `.jpg`/`.jpeg`/`.png` files of a directory, sorted by name, paced at
+    /// `opts.replay_fps` (default 10 fps). JPEGs are delivered as MJPEG frames, PNGs as RGB.
+    ///
+    /// # Errors
+    /// [`SourceError::File`] if the directory cannot be listed, [`SourceError::Empty`] if it
+    /// holds no image.
+    pub fn image_dir(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
+        let dir = ImageDir::open(path)?;
+        let fps = opts.replay_fps.unwrap_or(DEFAULT_REPLAY_FPS);
+        let desc = format!("{} images in {}", dir.files.len(), path.display());
+        Ok(Self::with(
+            desc,
+            path.to_path_buf(),
+            Kind::Dir(dir),
+            fps,
+            opts,
+        ))
+    }
+
+    fn with(
+        name: String,
+        path: PathBuf,
+        kind: Kind,
+        fps: f64,
+        opts: &SourceOptions,
+    ) -> ReplaySource {
+        let fps = if fps.is_finite() && fps > 0.0 {
+            fps
+        } else {
+            DEFAULT_REPLAY_FPS
+        };
+        ReplaySource {
+            name,
+            path,
+            kind,
+            fps,
+            pacer: Pacer::new(match opts.pace {
+                Pacing::RealTime => Some(Duration::from_secs_f64(1.0 / fps)),
+                Pacing::AsFastAsPossible => None,
+            }),
+            looped: opts.looped,
+            delivered_since_rewind: 0,
+            seq: 0,
+            stats: SourceStats::default(),
+        }
+    }
+
+    fn read_raw(&mut self) -> Result<Option<Raw>, SourceError> {
+        match &mut self.kind {
+            Kind::Mjpeg(s) => Ok(s.next_frame(&mut self.stats)),
+            Kind::Y4m(s) => s.next_frame(&mut self.stats),
+            Kind::Dir(d) => Ok(d.next_frame(&mut self.stats)),
+        }
+    }
+
+    /// Why the last frame the backend skipped was skipped, if it skipped any.
+    fn last_problem(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Mjpeg(s) => s.last_problem.as_deref(),
+            Kind::Y4m(s) => s.last_problem.as_deref(),
+            Kind::Dir(d) => d.last_problem.as_deref(),
+        }
+    }
+
+    fn rewind(&mut self) -> Result<(), SourceError> {
+        match &mut self.kind {
+            Kind::Mjpeg(s) => {
+                s.pos = 0;
+                Ok(())
+            }
+            Kind::Y4m(s) => s.rewind(),
+            Kind::Dir(d) => {
+                d.next = 0;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl FrameSource for ReplaySource {
+    fn next(&mut self) -> Result<Option<Frame>, SourceError> {
+        let raw = match self.read_raw()? {
+            Some(r) => r,
+            // Loop only if the last pass produced something, so an all-corrupt file ends.
+            // Ended without a single frame: that is a broken recording, not an empty run.
+            None if self.stats.delivered == 0 => {
+                return Err(SourceError::Empty {
+                    path: self.path.clone(),
+                    message: format!(
+                        "the recording ended before its first complete frame ({} skipped{})",
+                        self.stats.corrupt,
+                        self.last_problem()
+                            .map_or(String::new(), |p| format!("; last: {p}"))
+                    ),
+                })
+            }
+            None if self.looped && self.delivered_since_rewind > 0 => {
+                self.rewind()?;
+                self.delivered_since_rewind = 0;
+                match self.read_raw()? {
+                    Some(r) => r,
+                    None => return Ok(None),
+                }
+            }
+            None => return Ok(None),
+        };
+        self.pacer.wait();
+        let frame = Frame {
+            seq: self.seq,
+            captured_at: monotonic_now(),
+            width: raw.width,
+            height: raw.height,
+            format: raw.format,
+            data: raw.data,
+        };
+        self.seq += 1;
+        self.delivered_since_rewind += 1;
+        self.stats.delivered += 1;
+        Ok(Some(frame))
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.stats
+    }
+
+    fn fps(&self) -> Option<f64> {
+        Some(self.fps)
+    }
+
+    fn unpaced(&self) -> bool {
+        self.pacer.interval.is_none()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} at {:.2} fps{}{}",
+            self.name,
+            self.fps,
+            if self.pacer.interval.is_none() {
+                " (unpaced)"
+            } else {
+                ""
+            },
+            if self.looped { ", looped" } else { "" }
+        )
+    }
+}
+
+/// Sleeps until each frame's due time, like a camera producing at a fixed rate. A consumer
+/// that falls more than one interval behind does not get a burst of catch-up frames: the
+/// schedule restarts from now.
+struct Pacer {
+    interval: Option<Duration>,
+    next_due: Option<Instant>,
+}
+
+impl Pacer {
+    fn new(interval: Option<Duration>) -> Pacer {
+        Pacer {
+            interval,
+            next_due: None,
+        }
+    }
+
+    fn wait(&mut self) {
+        let Some(iv) = self.interval else { return };
+        let now = Instant::now();
+        self.next_due = Some(match self.next_due {
+            None => now + iv,
+            Some(due) if due > now => {
+                std::thread::sleep(due - now);
+                due + iv
+            }
+            Some(due) if now - due > iv => now + iv,
+            Some(due) => due + iv,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacer_without_interval_never_sleeps() {
+        let mut p = Pacer::new(None);
+        p.wait();
+        assert!(p.next_due.is_none());
+    }
+}
