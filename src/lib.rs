@@ -12,7 +12,6 @@
 
 pub mod bench;
 pub mod cli;
-pub mod cli_sources;
 pub mod config;
 pub mod detect;
 pub mod fidelity;

@@ -37,9 +37,9 @@ enum Command {
     /// core, memory; optionally sweep threads, detection interval or model.
     Bench(lookout::cli::bench::BenchArgs),
     /// List V4L2 capture devices with their formats, sizes and frame rates.
-    Devices(lookout::cli_sources::DevicesArgs),
+    Devices(lookout::cli::devices::DevicesArgs),
     /// Read frames from a source (camera or file) and report what came back.
-    Capture(lookout::cli_sources::CaptureArgs),
+    Capture(lookout::cli::capture::CaptureArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig {
         /// The TOML file.
@@ -88,8 +88,8 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Devices(a) => exit_of(lookout::cli_sources::run_devices(a)),
-        Command::Capture(a) => exit_of(lookout::cli_sources::run_capture(a)),
+        Command::Devices(a) => exit_of(lookout::cli::devices::run_devices(a)),
+        Command::Capture(a) => exit_of(lookout::cli::capture::run_capture(a)),
         Command::CheckConfig { file } => match lookout::config::Config::load(file) {
             Ok(cfg) => {
                 // A closed pipe (`check-config FILE | head`) is not worth a panic.

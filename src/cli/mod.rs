@@ -2,5 +2,7 @@
 //! prints for people (tables) or machines (`--json`).
 
 pub mod bench;
+pub mod capture;
 pub mod detect;
+pub mod devices;
 pub mod run;

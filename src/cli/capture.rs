@@ -1,5 +1,5 @@
-//! The `lookout devices` and `lookout capture` subcommands: what cameras are there, and what
-//! does a source actually deliver. Argument structs for clap plus the functions `main` calls.
+//! `lookout capture`: what does a source actually deliver. Argument struct for clap plus the
+//! functions `main` calls.
 //!
 //! `capture` is the first thing to run on a new camera: it negotiates like the daemon does,
 //! reads N frames and reports what came back (mode, drops, corrupt frames, sequence numbers,
@@ -10,15 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::frame::PixelFormat;
-use crate::source::{self, DeviceInfo, FrameSource, SourceOptions, SourceStats};
-
-/// `lookout devices`: list V4L2 capture devices.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DevicesArgs {
-    /// Print JSON (an array of devices) instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
+use crate::source::{self, FrameSource, SourceOptions, SourceStats};
 
 /// `lookout capture SPEC`: read frames from a source and report what arrived.
 #[derive(Debug, Clone, clap::Args)]
@@ -41,95 +33,6 @@ pub struct CaptureArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Prints every V4L2 capture device with driver, card, bus, formats, sizes and rates.
-///
-/// # Errors
-/// Only when writing JSON fails.
-pub fn run_devices(args: &DevicesArgs) -> anyhow::Result<()> {
-    let devices = source::list_devices();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&devices)?);
-        return Ok(());
-    }
-    if devices.is_empty() {
-        println!("no V4L2 capture devices found");
-        return Ok(());
-    }
-    for d in &devices {
-        print!("{}", format_device(d));
-    }
-    Ok(())
-}
-
-/// The text listing of one device.
-pub fn format_device(d: &DeviceInfo) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{}: {} (driver {}, bus {})",
-        d.path, d.card, d.driver, d.bus
-    );
-    for f in &d.formats {
-        let _ = writeln!(
-            s,
-            "  {:<4} {}{}",
-            f.fourcc,
-            f.description,
-            if f.supported {
-                ""
-            } else {
-                "  [not read by lookout]"
-            }
-        );
-        for size in &f.sizes {
-            let line = match size {
-                source::v4l2::SizeInfo::Discrete { width, height, rates } => {
-                    format!("{width}x{height}: {}", rates_text(rates))
-                }
-                source::v4l2::SizeInfo::Stepwise {
-                    min_width,
-                    max_width,
-                    step_width,
-                    min_height,
-                    max_height,
-                    step_height,
-                    rates,
-                } => format!(
-                    "{min_width}x{min_height}..{max_width}x{max_height} step {step_width}x{step_height}: {}",
-                    rates_text(rates)
-                ),
-            };
-            let _ = writeln!(s, "       {line}");
-        }
-    }
-    s
-}
-
-fn rates_text(rates: &[source::v4l2::RateInfo]) -> String {
-    if rates.is_empty() {
-        return "rate not reported".into();
-    }
-    let list: Vec<String> = rates
-        .iter()
-        .map(|r| match r {
-            source::v4l2::RateInfo::Discrete { fps } => trim_rate(*fps),
-            source::v4l2::RateInfo::Stepwise { min_fps, max_fps } => {
-                format!("{}-{}", trim_rate(*min_fps), trim_rate(*max_fps))
-            }
-        })
-        .collect();
-    format!("{} fps", list.join(", "))
-}
-
-fn trim_rate(fps: f64) -> String {
-    if (fps - fps.round()).abs() < 1e-6 {
-        format!("{}", fps.round() as i64)
-    } else {
-        format!("{fps:.3}")
-    }
 }
 
 /// Parses a pixel format name: a V4L2 FourCC or an alias (the one parser,
