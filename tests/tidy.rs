@@ -10,6 +10,7 @@
 //!   in `src/lib.rs` and `src/main.rs`, which this file checks are still there).
 //! - The modules' imports (`crate::x` in non-test code) form no cycle, and `geom` (plain
 //!   geometry) and `sysinfo` (machine facts) import nothing from the crate.
+//! - `unsafe` code lives only in the V4L2 mmap queue (`src/source/v4l2/mmap.rs`).
 //! - The shipped configuration does not claim that automatic pinning assumes cores `0..N-1`
 //!   (it counts positions in the process's affinity mask).
 //!
@@ -41,6 +42,13 @@ const TRACT_RULE: Rule = Rule {
         "tract_nnef",
     ],
     allowed: &["src/detect/"],
+};
+
+/// All `unsafe` is the V4L2 mmap queue's (each block with its SAFETY comment there).
+const UNSAFE_RULE: Rule = Rule {
+    what: "unsafe code lives only in the V4L2 mmap queue",
+    needles: &["unsafe {", "unsafe impl", "unsafe fn", "unsafe extern"],
+    allowed: &["src/source/v4l2/mmap.rs"],
 };
 
 /// Threads and CPU placement. `std::thread::sleep` and `std::thread::current` are not listed:
@@ -315,6 +323,16 @@ fn only_detect_imports_tract() {
 }
 
 #[test]
+fn only_the_mmap_queue_is_unsafe() {
+    let files = rust_files(&root().join("src"));
+    let problems = files
+        .iter()
+        .flat_map(|(p, t)| check_rule(&UNSAFE_RULE, p, t))
+        .collect();
+    report("unsafe outside src/source/v4l2/mmap.rs", problems);
+}
+
+#[test]
 fn only_the_pipeline_starts_threads_or_pins_cores() {
     let files = rust_files(&root().join("src"));
     let problems = THREAD_RULES
@@ -402,10 +420,18 @@ fn tidy_rules_fire_on_violations() {
 
     let spawn = "fn s() {\n    std::thread::spawn(|| ());\n}\n";
     let threads = &THREAD_RULES[0];
-    assert_eq!(check_rule(threads, "src/source/v4l2.rs", spawn).len(), 1);
+    assert_eq!(
+        check_rule(threads, "src/source/v4l2/streaming.rs", spawn).len(),
+        1
+    );
     assert_eq!(check_rule(threads, "src/pipeline.rs", spawn).len(), 1);
     assert!(check_rule(threads, "src/pipeline/hub.rs", spawn).is_empty());
-    assert!(check_rule(threads, "src/source/v4l2.rs", "std::thread::sleep(d);\n").is_empty());
+    assert!(check_rule(
+        threads,
+        "src/source/v4l2/streaming.rs",
+        "std::thread::sleep(d);\n"
+    )
+    .is_empty());
     let pin = "core_affinity::set_for_current(id);\n";
     assert_eq!(check_rule(&THREAD_RULES[1], "src/sysinfo.rs", pin).len(), 1);
 
@@ -422,5 +448,11 @@ fn tidy_rules_fire_on_violations() {
 
     let tract = "use tract_onnx::prelude::*;\n";
     assert_eq!(check_rule(&TRACT_RULE, "src/preprocess.rs", tract).len(), 1);
+    let raw = "    let b = unsafe { std::mem::zeroed() };\n";
+    assert_eq!(
+        check_rule(&UNSAFE_RULE, "src/source/v4l2/streaming.rs", raw).len(),
+        1
+    );
+    assert!(check_rule(&UNSAFE_RULE, "src/source/v4l2/mmap.rs", raw).is_empty());
     assert!(check_rule(&TRACT_RULE, "src/detect/mod.rs", tract).is_empty());
 }

@@ -1,0 +1,450 @@
+//! Streaming from a camera: format negotiation, the [`V4l2Source`] with newest-frame
+//! semantics over the mmap queue, and recovery from an unplugged camera.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use v4l::format::FourCC;
+use v4l::video::Capture;
+use v4l::Device;
+
+use super::devices::{describe_rates, describe_sizes, fourcc_str, fps_of};
+use super::mmap::MmapQueue;
+use super::{V4L2_BUF_FLAG_ERROR, V4L2_BUF_FLAG_TIMESTAMP_MASK, V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC};
+use crate::frame::{monotonic_now, Frame, PixelFormat};
+use crate::source::newest::{pack_rows, take_newest, BufferQueue};
+use crate::source::{FrameSource, SourceError, SourceOptions, SourceStats};
+
+/// Formats tried, in order, when the caller asks for none: raw 4:2:2/4:2:0 first (cheap to
+/// preprocess), MJPEG before the rarer ones.
+const PREFERRED: [PixelFormat; 7] = [
+    PixelFormat::Yuyv,
+    PixelFormat::Nv12,
+    PixelFormat::Yu12,
+    PixelFormat::Uyvy,
+    PixelFormat::Mjpeg,
+    PixelFormat::Grey,
+    PixelFormat::Rgb24,
+];
+
+/// First and last back-off between attempts to reopen a lost camera.
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The mode a camera was opened in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Negotiated {
+    /// Pixel format.
+    pub format: PixelFormat,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Bytes per row in the driver's buffers (≥ the packed row).
+    pub stride: u32,
+    /// Frame rate the driver reports, if it reports one.
+    pub fps: Option<f64>,
+}
+
+/// A V4L2 camera as a [`FrameSource`].
+pub struct V4l2Source {
+    path: String,
+    opts: SourceOptions,
+    negotiated: Negotiated,
+    state: State,
+    next_seq: u64,
+    stats: SourceStats,
+}
+
+enum State {
+    Streaming(Box<Open>),
+    Lost {
+        attempts: u32,
+        next_try: Instant,
+        backoff: Duration,
+    },
+}
+
+/// An open, streaming device. Field order matters: the queue unmaps before the device closes.
+struct Open {
+    queue: MmapQueue,
+    _device: Device,
+}
+
+impl V4l2Source {
+    /// Opens `path`, negotiates the mode `opts` asks for and starts streaming.
+    ///
+    /// # Errors
+    /// [`SourceError::NoDevice`], [`SourceError::NotCapture`], [`SourceError::Negotiate`]
+    /// (listing what the device offers), or [`SourceError::Device`] for a failed ioctl.
+    pub fn open(path: &str, opts: &SourceOptions) -> Result<V4l2Source, SourceError> {
+        let (open, negotiated) = open_device(path, opts)?;
+        log::info!(
+            "opened {path}: {} {}x{} stride {} at {} fps, {} buffers",
+            negotiated.format,
+            negotiated.width,
+            negotiated.height,
+            negotiated.stride,
+            negotiated
+                .fps
+                .map_or("?".to_string(), |f| format!("{f:.2}")),
+            open.queue.len()
+        );
+        Ok(V4l2Source {
+            path: path.to_string(),
+            opts: opts.clone(),
+            negotiated,
+            state: State::Streaming(Box::new(open)),
+            next_seq: 0,
+            stats: SourceStats::default(),
+        })
+    }
+
+    /// The negotiated mode.
+    pub fn negotiated(&self) -> Negotiated {
+        self.negotiated
+    }
+
+    fn lose(&mut self, source: io::Error) -> SourceError {
+        log::warn!(
+            "{}: camera lost ({source}); reopening with back-off",
+            self.path
+        );
+        // Dropping the open device unmaps its buffers and closes the descriptor.
+        self.state = State::Lost {
+            attempts: 0,
+            next_try: Instant::now() + BACKOFF_MIN,
+            backoff: BACKOFF_MIN,
+        };
+        SourceError::Disconnected {
+            device: self.path.clone(),
+            source,
+        }
+    }
+
+    /// One reopen attempt (after sleeping until it is due). Keeps the first negotiated mode.
+    fn try_reopen(&mut self) -> Result<(), SourceError> {
+        let State::Lost {
+            attempts,
+            next_try,
+            backoff,
+        } = self.state
+        else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        if next_try > now {
+            std::thread::sleep(next_try - now);
+        }
+        let mut opts = self.opts.clone();
+        opts.width = Some(self.negotiated.width);
+        opts.height = Some(self.negotiated.height);
+        opts.format = Some(self.negotiated.format);
+        match open_device(&self.path, &opts) {
+            Ok((open, negotiated)) => {
+                self.negotiated = negotiated;
+                self.state = State::Streaming(Box::new(open));
+                self.stats.reopens += 1;
+                log::warn!("{}: camera back after {} attempts", self.path, attempts + 1);
+                Ok(())
+            }
+            Err(e) => {
+                let attempts = attempts + 1;
+                let backoff_next = (backoff * 2).min(BACKOFF_MAX);
+                self.state = State::Lost {
+                    attempts,
+                    next_try: Instant::now() + backoff,
+                    backoff: backoff_next,
+                };
+                log::debug!("{}: reopen attempt {attempts} failed: {e}", self.path);
+                Err(SourceError::Reconnecting {
+                    device: self.path.clone(),
+                    attempts,
+                    reason: e.to_string(),
+                    retry_in: backoff,
+                })
+            }
+        }
+    }
+}
+
+impl FrameSource for V4l2Source {
+    fn next(&mut self) -> Result<Option<Frame>, SourceError> {
+        if matches!(self.state, State::Lost { .. }) {
+            self.try_reopen()?;
+        }
+        let deadline = Instant::now() + self.opts.timeout;
+        loop {
+            let State::Streaming(open) = &mut self.state else {
+                return Ok(None);
+            };
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let newest = match take_newest(&mut open.queue, wait) {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    self.stats.timeouts += 1;
+                    return Err(SourceError::Timeout {
+                        device: self.path.clone(),
+                        timeout: self.opts.timeout,
+                    });
+                }
+                Err(e) if is_gone(&e) => return Err(self.lose(e)),
+                Err(e) => {
+                    return Err(SourceError::Device {
+                        device: self.path.clone(),
+                        op: "VIDIOC_DQBUF",
+                        source: e,
+                    })
+                }
+            };
+            self.stats.dropped_stale += newest.dropped;
+            let meta = open.queue.meta[newest.index];
+            let n = self.negotiated;
+            let mut data = Vec::new();
+            let ok = meta.flags & V4L2_BUF_FLAG_ERROR == 0
+                && meta.bytesused > 0
+                && pack_rows(
+                    open.queue.bytes(newest.index, meta.bytesused as usize),
+                    n.format,
+                    n.width,
+                    n.height,
+                    n.stride as usize,
+                    &mut data,
+                )
+                .is_some();
+            if let Err(e) = open.queue.requeue(newest.index) {
+                if is_gone(&e) {
+                    return Err(self.lose(e));
+                }
+                return Err(SourceError::Device {
+                    device: self.path.clone(),
+                    op: "VIDIOC_QBUF",
+                    source: e,
+                });
+            }
+            if !ok {
+                self.stats.corrupt += 1;
+                self.next_seq += newest.dropped + 1;
+                log::debug!(
+                    "{}: skipped damaged buffer (driver seq {}, {} bytes, flags {:#x})",
+                    self.path,
+                    meta.sequence,
+                    meta.bytesused,
+                    meta.flags
+                );
+                if Instant::now() >= deadline {
+                    self.stats.timeouts += 1;
+                    return Err(SourceError::Timeout {
+                        device: self.path.clone(),
+                        timeout: self.opts.timeout,
+                    });
+                }
+                continue;
+            }
+            // Buffer timestamps are CLOCK_MONOTONIC unless the driver says otherwise.
+            let monotonic =
+                meta.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC;
+            // A timestamp from the future (vivid stamps the frame's ideal time, which runs ahead
+            // of a slow machine) would make frame ages 0: such frames count from now.
+            let now = monotonic_now();
+            let captured_at = if meta.timestamp.is_zero() || !monotonic {
+                now
+            } else {
+                meta.timestamp.min(now)
+            };
+            // Sequence numbers count every frame dequeued, so gaps show the dropped ones.
+            let seq = self.next_seq + newest.dropped;
+            self.next_seq = seq + 1;
+            self.stats.delivered += 1;
+            return Ok(Some(Frame {
+                seq,
+                captured_at,
+                width: n.width,
+                height: n.height,
+                format: n.format,
+                data,
+            }));
+        }
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.stats
+    }
+
+    fn fps(&self) -> Option<f64> {
+        self.negotiated.fps
+    }
+
+    fn describe(&self) -> String {
+        let n = self.negotiated;
+        format!(
+            "V4L2 {} {} {}x{}{}",
+            self.path,
+            n.format,
+            n.width,
+            n.height,
+            n.fps.map_or(String::new(), |f| format!(" @ {f:.2} fps"))
+        )
+    }
+}
+
+/// ENODEV, ENXIO or EIO: the device is gone (unplugged, driver unloaded).
+fn is_gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENODEV) | Some(libc::ENXIO) | Some(libc::EIO)
+    )
+}
+
+fn dev_err<'a>(path: &'a str, op: &'static str) -> impl FnOnce(io::Error) -> SourceError + 'a {
+    move |source| SourceError::Device {
+        device: path.to_string(),
+        op,
+        source,
+    }
+}
+
+/// Opens the device, negotiates, allocates and queues buffers, starts streaming.
+fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), SourceError> {
+    let device = Device::with_path(path).map_err(|source| SourceError::NoDevice {
+        device: path.to_string(),
+        source,
+    })?;
+    let caps = device
+        .query_caps()
+        .map_err(dev_err(path, "VIDIOC_QUERYCAP"))?;
+    let flags = caps.capabilities;
+    if !flags.contains(v4l::capability::Flags::VIDEO_CAPTURE)
+        || !flags.contains(v4l::capability::Flags::STREAMING)
+    {
+        return Err(SourceError::NotCapture {
+            device: path.to_string(),
+            driver: caps.driver,
+            card: caps.card,
+        });
+    }
+    let offered: Vec<[u8; 4]> = device
+        .enum_formats()
+        .map_err(dev_err(path, "VIDIOC_ENUM_FMT"))?
+        .iter()
+        .map(|d| d.fourcc.repr)
+        .collect();
+    let list = |codes: &[[u8; 4]]| {
+        codes
+            .iter()
+            .map(|c| fourcc_str(*c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let format = match opts.format {
+        Some(f) if offered.contains(&f.fourcc()) => f,
+        Some(f) => {
+            return Err(SourceError::Negotiate {
+                device: path.to_string(),
+                message: format!("format {f} not offered; the device offers {}", list(&offered)),
+            })
+        }
+        None => PREFERRED
+            .into_iter()
+            .find(|f| offered.contains(&f.fourcc()))
+            .ok_or_else(|| SourceError::Negotiate {
+                device: path.to_string(),
+                message: format!(
+                    "none of the formats lookout reads from a camera ({}) is offered; the device offers {}",
+                    PREFERRED.map(|f| f.to_string()).join(", "),
+                    list(&offered)
+                ),
+            })?,
+    };
+    let current = device.format().map_err(dev_err(path, "VIDIOC_G_FMT"))?;
+    let want_w = opts.width.unwrap_or(current.width);
+    let want_h = opts.height.unwrap_or(current.height);
+    let req = v4l::Format::new(want_w, want_h, FourCC::new(&format.fourcc()));
+    let got = device
+        .set_format(&req)
+        .map_err(dev_err(path, "VIDIOC_S_FMT"))?;
+    if got.fourcc.repr != format.fourcc() {
+        return Err(SourceError::Negotiate {
+            device: path.to_string(),
+            message: format!(
+                "asked for {format}, the driver switched to {}; the device offers {}",
+                fourcc_str(got.fourcc.repr),
+                list(&offered)
+            ),
+        });
+    }
+    if (opts.width.is_some() || opts.height.is_some())
+        && (got.width != want_w || got.height != want_h)
+    {
+        return Err(SourceError::Negotiate {
+            device: path.to_string(),
+            message: format!(
+                "size {want_w}x{want_h} not available in {format} (driver offered {}x{}); sizes: {}",
+                got.width,
+                got.height,
+                describe_sizes(&device, format.fourcc())
+            ),
+        });
+    }
+    let mut fps = device
+        .params()
+        .ok()
+        .and_then(|p| fps_of(p.interval.numerator, p.interval.denominator));
+    if let Some(want) = opts.fps {
+        let set = device
+            .set_params(&v4l::video::capture::Parameters::with_fps(want))
+            .map_err(dev_err(path, "VIDIOC_S_PARM"))?;
+        fps = fps_of(set.interval.numerator, set.interval.denominator);
+        let ok = fps.is_some_and(|f| (f - want as f64).abs() <= want as f64 * 0.05);
+        if !ok {
+            return Err(SourceError::Negotiate {
+                device: path.to_string(),
+                message: format!(
+                    "{want} fps not available at {format} {}x{} (driver set {}); rates: {}",
+                    got.width,
+                    got.height,
+                    fps.map_or("none".to_string(), |f| format!("{f:.2} fps")),
+                    describe_rates(&device, format.fourcc(), got.width, got.height)
+                ),
+            });
+        }
+    }
+    let packed_row = match format.frame_len(got.width, 1) {
+        Some(_) if matches!(format, PixelFormat::Nv12 | PixelFormat::Yu12) => got.width,
+        Some(_) if format == PixelFormat::Yuv422p => got.width,
+        Some(n) => n as u32,
+        None => 0,
+    };
+    let negotiated = Negotiated {
+        format,
+        width: got.width,
+        height: got.height,
+        stride: got.stride.max(packed_row),
+        fps,
+    };
+    let mut queue = MmapQueue::new(device.handle(), opts.buffers.clamp(2, 32))
+        .map_err(dev_err(path, "VIDIOC_REQBUFS/mmap"))?;
+    queue.start().map_err(dev_err(path, "VIDIOC_STREAMON"))?;
+    Ok((
+        Open {
+            queue,
+            _device: device,
+        },
+        negotiated,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_device_names_it() {
+        let e = V4l2Source::open("/dev/video-lookout-missing", &SourceOptions::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("/dev/video-lookout-missing"), "{e}");
+        assert!(e.contains("lookout devices"), "{e}");
+    }
+}
