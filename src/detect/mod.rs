@@ -204,9 +204,20 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
         model: name.clone(),
         reason,
     };
-    let mut model = tract_onnx::onnx()
-        .model_for_read(&mut &bytes[..])
+    // Parse the protobuf once: the score ceilings are read from it, then tract builds the model.
+    let onnx = tract_onnx::onnx();
+    let proto = onnx
+        .proto_model_for_read(&mut &bytes[..])
         .map_err(not_onnx)?;
+    let capped = proto
+        .graph
+        .as_ref()
+        .map(ceiling::graph_ceilings)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.output.starts_with("cls_") && c.max_score() < MIN_SCORE_CEILING)
+        .collect();
+    let mut model = onnx.model_for_proto_model(&proto).map_err(not_onnx)?;
     if model.inputs.len() != 1 {
         return Err(wrong(format!(
             "has {} inputs, expected one image input",
@@ -281,11 +292,6 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
     } else {
         "f32"
     };
-    let capped = ceiling::output_ceilings(&bytes)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.output.starts_with("cls_") && c.max_score() < MIN_SCORE_CEILING)
-        .collect();
     Ok(Typed {
         model,
         name,
