@@ -393,17 +393,7 @@ fn prepare<'a>(
 ) -> Result<(Layout, &'a [u8]), PreprocessError> {
     let (w, h) = (frame.width, frame.height);
     if frame.format != PixelFormat::Mjpeg {
-        let need = frame.format.frame_len(w, h).unwrap_or(0);
-        if frame.data.len() < need {
-            return Err(PreprocessError::ShortFrame {
-                seq: frame.seq,
-                format: frame.format,
-                width: w,
-                height: h,
-                expected: need,
-                found: frame.data.len(),
-            });
-        }
+        check_size(frame)?;
         return Ok((layout(frame.format, w, h), &frame.data));
     }
     let key = DecodedKey {
