@@ -432,13 +432,18 @@ def float_outputs(path_in, path_out):
     nodes = [n for n in g.node if id(n) not in drop]
     del g.node[:]
     g.node.extend(nodes)
-    used = {i for n in nodes for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    drop_unused_initializers(g)
     onnx.checker.check_model(m)
     onnx.save(m, path_out)
     return k
+
+
+def drop_unused_initializers(g):
+    """Removes the initializers no node reads any more (after a rewrite dropped their users)."""
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
 
 
 def drop_float_qdq(path_in, path_out):
@@ -541,9 +546,7 @@ def head_score_bias(path_in, path_out, fp32_path, min_score=0.3):
         g.initializer.append(numpy_helper.from_array(b.astype(np.int32), name)); conv.input[8] = name
         print('  %s: %d FP32 scores >= %.1f, median logit shift %+.3f -> %+d bias steps on channels %d..%d'
               % (o, d.size, min_score, shift, steps, c0, c1 - 1), flush=True)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]; g.initializer.extend(keep)
+    drop_unused_initializers(g)
     onnx.checker.check_model(m); onnx.save(m, path_out)
     return len(names)
 
