@@ -9,17 +9,6 @@ use libfuzzer_sys::fuzz_target;
 use lookout::frame::{Frame, GrayImage, PixelFormat};
 use lookout::preprocess::{self, ResizeMode, Scratch};
 
-const FORMATS: [PixelFormat; 8] = [
-    PixelFormat::Yuyv,
-    PixelFormat::Uyvy,
-    PixelFormat::Nv12,
-    PixelFormat::Yu12,
-    PixelFormat::Yuv422p,
-    PixelFormat::Grey,
-    PixelFormat::Rgb24,
-    PixelFormat::Mjpeg,
-];
-
 /// Reads numbers off the front of the input, zeros once it is used up.
 struct Input<'a>(&'a [u8]);
 
@@ -48,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
     // Two frames through one scratch: the second reuses (or must invalidate) the first's taps.
     for seq in 0..2u64 {
         let sel = input.u8();
-        let format = FORMATS[usize::from(sel % 8)];
+        let format = PixelFormat::ALL[usize::from(sel) % PixelFormat::ALL.len()];
         let (width, height) = if sel & 0x08 != 0 {
             (input.u32(), input.u32())
         } else {
