@@ -1,7 +1,8 @@
 //! The `lookout` command: parses arguments and maps results to exit codes
 //! (0 clean, 1 runtime failure, 78 bad configuration — EX_CONFIG, so systemd's
-//! `RestartPreventExitStatus=78` does not restart-loop on a typo; `lookout bench` also
-//! exits 2 when the golden self-check failed).
+//! `RestartPreventExitStatus=78` does not restart-loop on a typo; 64 a command line clap
+//! refuses — EX_USAGE, not clap's own 2; `lookout bench` also exits 2 when the golden
+//! self-check failed).
 
 // Nothing outside tests may panic on bad input (tests/tidy.rs checks this line is here).
 #![cfg_attr(
@@ -18,6 +19,9 @@ use lookout::cli;
 
 /// Exit status for a bad configuration (sysexits.h EX_CONFIG).
 const EX_CONFIG: u8 = 78;
+/// Exit status for a command line clap refuses (sysexits.h EX_USAGE): clap's own 2 would read
+/// as `lookout bench`'s "self-check failed".
+const EX_USAGE: u8 = 64;
 
 /// Object detection for the Raspberry Pi: camera in, tracked objects out.
 #[derive(Parser, Debug)]
@@ -48,7 +52,18 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; refusals to stderr.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EX_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     lookout::logging::init();
     match &cli.command {
         Command::Detect(a) => match cli::detect::run(a) {

@@ -347,12 +347,48 @@ fn bad_arguments_are_named() {
         err.contains("source.spec") && err.contains("clip.avi"),
         "{err}"
     );
-    let out = bench(
-        &["--sweep", "threads", "--tracks-out", "/tmp/x.jsonl"],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--tracks-out"));
+}
+
+#[test]
+fn clap_refuses_bad_command_lines_with_ex_usage_naming_the_flag() {
+    // Refused by clap before anything is loaded (the missing config file is never read), with
+    // status 64: not 1 (a runtime failure), not 2 (the self-check failed), not 78.
+    let cases: [(&[&str], &[&str]); 8] = [
+        (
+            &["--sweep", "threads", "--tracks-out", "/tmp/x.jsonl"],
+            &["--tracks-out", "--sweep"],
+        ),
+        (
+            &["--inference-only", "3", "--sweep", "model"],
+            &["--inference-only", "--sweep"],
+        ),
+        (
+            &["--inference-only", "3", "--tracks-out", "/tmp/x.jsonl"],
+            &["--inference-only", "--tracks-out"],
+        ),
+        (
+            &["--inference-only", "0"],
+            &["--inference-only", "at least 1"],
+        ),
+        (&["--frames", "0"], &["--frames", "at least 1"]),
+        (&["--seconds", "0"], &["--seconds", "positive"]),
+        (&["--seconds", "NaN"], &["--seconds", "positive"]),
+        (&["--seconds", "-1"], &["--seconds", "positive"]),
+    ];
+    for (args, wants) in cases {
+        let args = [args, &["--config", "/nonexistent/lookout.toml"][..]].concat();
+        let out = bench(&args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        for want in wants {
+            assert!(err.contains(want), "{args:?}: no '{want}' in: {err}");
+        }
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // --help is not an error.
+    let out = bench(&["--help"], None);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--inference-only"));
 }
 
 #[test]

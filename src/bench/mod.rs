@@ -84,7 +84,8 @@ pub enum Sweep {
     Model,
 }
 
-/// Everything `lookout bench` was asked for, after the command line was parsed.
+/// Everything `lookout bench` was asked for, after the command line was parsed and checked
+/// (`cli::bench::BenchArgs`: ranges and conflicting flags are refused there).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchSettings {
     /// The configuration file, if any (else built-in defaults).
@@ -117,7 +118,8 @@ pub enum BenchError {
     /// The pipeline failed (source, model, thread).
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
-    /// The arguments do not make sense together.
+    /// What was asked for cannot be done here (no models directory for a model sweep, no
+    /// golden photos to time the model on).
     #[error("{0}")]
     Usage(String),
 }
@@ -299,27 +301,7 @@ fn is_camera(spec: &str) -> bool {
 /// Runs the benchmark: self-checks, runs every row, gathers the report.
 pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport, BenchError> {
     let started = Instant::now();
-    if s.sweep.is_some() && s.tracks_out.is_some() {
-        return Err(BenchError::Usage(
-            "--tracks-out records one run; it cannot be combined with --sweep".into(),
-        ));
-    }
-    if let Some(Limit::Frames(0)) = s.limit {
-        return Err(BenchError::Usage("--frames must be at least 1".into()));
-    }
-    if let Some(Limit::Seconds(x)) = s.limit {
-        if !(x > 0.0 && x.is_finite()) {
-            return Err(BenchError::Usage(format!(
-                "--seconds must be a positive number, found {x}"
-            )));
-        }
-    }
     let base = effective_config(s)?;
-    if s.inference_only.is_some() && (s.sweep.is_some() || s.tracks_out.is_some()) {
-        return Err(BenchError::Usage(
-            "--inference-only times the model alone; it cannot be combined with --sweep or --tracks-out".into(),
-        ));
-    }
     let limit = s.limit.unwrap_or(Limit::Seconds(if s.sweep.is_some() {
         DEFAULT_SWEEP_SECONDS
     } else {

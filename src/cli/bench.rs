@@ -3,8 +3,8 @@
 //! `docs/bench-schema.json`).
 //!
 //! Exit status: 0 when measured, 2 when the golden self-check failed (the numbers were
-//! measured on a model that computes something else), 78 for a bad configuration, 1 for any
-//! other failure.
+//! measured on a model that computes something else), 78 for a bad configuration, 64 for a
+//! command line clap refuses (`BenchArgs`), 1 for any other failure.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -20,7 +20,9 @@ use crate::bench::{
 /// Exit status when the self-check failed.
 pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
 
-/// Arguments of `lookout bench`.
+/// Arguments of `lookout bench`. Every check of the command line alone (ranges, flags that
+/// exclude each other) is declared here, so clap refuses a bad command line before anything
+/// is loaded; what depends on the configuration is checked by `bench::effective_config`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Configuration file (TOML). Without it: built-in defaults (bundled demo clip, embedded model).
@@ -31,12 +33,23 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SPEC")]
     pub source: Option<String>,
     /// Run for this many seconds (each row of a sweep). Default: 20 s, 8 s per sweep row.
-    #[arg(long, value_name = "S", conflicts_with = "frames")]
+    #[arg(
+        long,
+        value_name = "S",
+        conflicts_with = "frames",
+        value_parser = positive_seconds,
+        allow_negative_numbers = true
+    )]
     pub seconds: Option<f64>,
     /// Run until this many frames were processed (each row of a sweep). Files play as fast as
     /// possible and the tracker handles ~100 fps, so a few dozen frames last well under a
     /// second and may see a single model run: use --seconds for model statistics.
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = at_least_one::<u64>,
+        allow_negative_numbers = true
+    )]
     pub frames: Option<u64>,
     /// Print one JSON document (schema: docs/bench-schema.json) instead of the table.
     #[arg(long)]
@@ -51,16 +64,45 @@ pub struct BenchArgs {
     /// ONNX model file (overrides `model.file`).
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
-    /// Write one JSON line per processed frame (tracks) to FILE, as `lookout run` does.
-    #[arg(long, value_name = "FILE")]
+    /// Write one JSON line per processed frame (tracks) to FILE, as `lookout run` does. It
+    /// records one run: not with --sweep.
+    #[arg(long, value_name = "FILE", conflicts_with = "sweep")]
     pub tracks_out: Option<PathBuf>,
     /// Threads for the model's matrix products (overrides `model.threads`).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Time the model alone (no pipeline) on the golden photos, RUNS timed runs per photo —
-    /// what scripts/peer_compare.py compares with onnxruntime.
-    #[arg(long, value_name = "RUNS")]
+    /// what scripts/peer_compare.py compares with onnxruntime. Not with --sweep or --tracks-out.
+    #[arg(
+        long,
+        value_name = "RUNS",
+        value_parser = at_least_one::<usize>,
+        conflicts_with_all = ["sweep", "tracks_out"]
+    )]
     pub inference_only: Option<usize>,
+}
+
+/// `--frames`, `--inference-only`: a whole number, at least 1.
+fn at_least_one<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    let n: T = s.parse().map_err(|e| format!("{e}"))?;
+    if n < T::from(1) {
+        return Err("must be at least 1".into());
+    }
+    Ok(n)
+}
+
+/// `--seconds`: a positive, finite number of seconds.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    let x: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if x > 0.0 && x.is_finite() {
+        Ok(x)
+    } else {
+        Err("must be a positive number of seconds".into())
+    }
 }
 
 impl BenchArgs {
