@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use lookout::bench::{self, GoldenDetection};
 use lookout::detect::{self, BBox, Detector, DetectorConfig, ModelSource};
 use lookout::preprocess::{self, ResizeMode};
 
@@ -196,11 +197,7 @@ fn golden_input(img: &str, w: u32, h: u32) -> Vec<f32> {
 }
 
 fn read_f32(p: &Path) -> Vec<f32> {
-    std::fs::read(p)
-        .unwrap()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    bench::f32s_from_le_bytes(&std::fs::read(p).unwrap())
 }
 
 fn load(model: &str) -> Detector {
@@ -212,8 +209,20 @@ fn load(model: &str) -> Detector {
     .unwrap()
 }
 
+/// The golden self-check `lookout bench` runs, on a loaded model: it must pass.
+fn assert_self_check_passes(det: &Detector) {
+    let check = bench::self_check(det, &repo("models/golden"));
+    assert_eq!(
+        check.status,
+        bench::CheckStatus::Passed,
+        "{}: {:?}",
+        check.model,
+        check.reason
+    );
+}
+
 #[test]
-fn tract_fp32_matches_onnxruntime_raw_outputs_within_1e_4() {
+fn tract_fp32_matches_onnxruntime_raw_outputs_within_the_golden_tolerance() {
     let det = load("nanodet-g-416-fp32.onnx");
     for (img, _) in PHOTOS {
         let raw = det
@@ -222,32 +231,21 @@ fn tract_fp32_matches_onnxruntime_raw_outputs_within_1e_4() {
             .concatenated();
         let golden = read_f32(&repo(&format!("models/golden/ort-fp32-416-{img}.f32")));
         assert_eq!(raw.len(), golden.len());
-        let max = raw
-            .iter()
-            .zip(&golden)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
-        assert!(max <= 1e-4, "{img}: max |tract - ort| = {max}");
+        let max = bench::max_abs_diff(&raw, &golden);
+        assert!(
+            max <= bench::FP32_TOLERANCE,
+            "{img}: max |tract - ort| = {max} > {}",
+            bench::FP32_TOLERANCE
+        );
     }
+    assert_self_check_passes(&det);
 }
 
-#[derive(serde::Deserialize, Debug)]
-struct GoldenDet {
-    class_id: usize,
-    score: f32,
-    #[serde(rename = "box")]
-    bbox: [f32; 4],
-}
-
-fn golden_dets(model: &str, img: &str) -> Vec<GoldenDet> {
+fn golden_dets(model: &str, img: &str) -> Vec<GoldenDetection> {
     let all: serde_json::Value =
         serde_json::from_slice(&std::fs::read(repo("models/golden/detections.json")).unwrap())
             .unwrap();
     serde_json::from_value(all[model][img].clone()).unwrap_or_else(|e| panic!("{model}/{img}: {e}"))
-}
-
-fn bbox(a: [f32; 4]) -> BBox {
-    BBox::new(a[0], a[1], a[2], a[3])
 }
 
 #[test]
@@ -269,25 +267,20 @@ fn int8_top_detections_match_onnxruntime_int8_and_fp32() {
                 .unwrap();
             for reference in [Some(model), fp32_ref].into_iter().flatten() {
                 let g = golden_dets(reference, img);
-                let (Some(top), Some(g0)) = (ours.first(), g.first()) else {
-                    // Both empty is agreement; one empty is only tolerated at the threshold.
-                    let lone = ours.first().map(|d| d.score).or(g.first().map(|d| d.score));
+                // Same class, IoU ≥ bench::MIN_TOP_IOU; one side empty only at the threshold.
+                if let Err(e) = bench::compare_top(&ours, &g) {
+                    panic!("{model} vs {reference} on {img}: {e}: {ours:?} vs {g:?}");
+                }
+                if let (Some(top), Some(g0)) = (ours.first(), g.first()) {
                     assert!(
-                        lone.is_none_or(|s| s < 0.40),
-                        "{model} vs {reference} on {img}: {ours:?} vs {g:?}"
+                        (top.score - g0.score).abs() < 0.1,
+                        "{model} vs {reference} on {img}: score {} vs {}",
+                        top.score,
+                        g0.score
                     );
-                    continue;
-                };
-                assert_eq!(top.class_id, g0.class_id, "{model} vs {reference} on {img}");
-                let iou = top.bbox.iou(&bbox(g0.bbox));
-                assert!(iou >= 0.9, "{model} vs {reference} on {img}: IoU {iou}");
-                assert!(
-                    (top.score - g0.score).abs() < 0.1,
-                    "{model} vs {reference} on {img}: score {} vs {}",
-                    top.score,
-                    g0.score
-                );
+                }
             }
         }
+        assert_self_check_passes(&det);
     }
 }

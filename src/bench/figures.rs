@@ -4,194 +4,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::pipeline::{CoreMap, EndReason, Summary};
-use crate::stats::Latency;
+use super::report::{
+    CoreFigures, CoreMapFigures, CpuFigures, FrameCounts, KeepUp, ModelFigures, Percentiles,
+    Recommendation, RunFigures, StageFigures, ThreadFigures,
+};
+use crate::detect::ModelInfo;
+use crate::pipeline::{CoreMap, EndReason, Summary, ThreadCpu};
+use crate::stats::{Latency, Window};
 use crate::sysinfo::{self, TaskCpu};
 
-/// Percentiles of one stage.
-#[derive(Clone, Debug, Serialize)]
-pub struct StageFigures {
-    /// Stage key (`capture`, `gray`, `track`, `preprocess`, `model`, `postprocess`).
-    pub name: String,
-    /// What the stage is, for people.
-    pub what: String,
-    /// Samples.
-    pub count: u64,
-    /// p50 in ms.
-    pub p50_ms: f64,
-    /// p95 in ms.
-    pub p95_ms: f64,
-    /// Max in ms.
-    pub max_ms: f64,
-    /// Summed wall time in the stage, ms.
-    pub total_ms: f64,
-    /// CPU time attributed to the stage, ms (see [`RunFigures::stages`]); `None` for a
-    /// sub-stage already counted in its parent.
-    pub cpu_ms: Option<f64>,
-    /// `cpu_ms` as a share (0..100 %) of the process CPU time.
-    pub cpu_share_pct: Option<f64>,
-}
-
-/// Percentiles of a latency, in ms.
-#[derive(Clone, Debug, Serialize)]
-pub struct Percentiles {
-    /// p50.
-    pub p50_ms: f64,
-    /// p95.
-    pub p95_ms: f64,
-    /// Max.
-    pub max_ms: f64,
-}
-
-impl From<&Latency> for Percentiles {
-    fn from(l: &Latency) -> Self {
-        Percentiles {
-            p50_ms: round(l.quantile_ms(0.5), 3),
-            p95_ms: round(l.quantile_ms(0.95), 3),
-            max_ms: round(l.max_ms(), 3),
-        }
-    }
-}
-
-/// The model that ran.
-#[derive(Clone, Debug, Serialize)]
-pub struct ModelFigures {
-    /// File or `embedded:…`.
-    pub name: String,
-    /// `int8` or `f32`.
-    pub datum: String,
-    /// Input width.
-    pub input_w: u32,
-    /// Input height.
-    pub input_h: u32,
-    /// Matmul threads.
-    pub threads: usize,
-    /// Parse + optimize + plan time, ms.
-    pub load_time_ms: f64,
-}
-
-/// Frame counters of a run.
-#[derive(Clone, Debug, Serialize)]
-pub struct FrameCounts {
-    /// Delivered by the source.
-    pub captured: u64,
-    /// Processed by the tracker.
-    pub processed: u64,
-    /// Dropped (replaced in the newest-frame slot, or stale in the camera).
-    pub dropped: u64,
-    /// Model runs.
-    pub detections: u64,
-    /// Detection requests skipped because the detector was busy.
-    pub detect_skipped: u64,
-}
-
-/// CPU time of one thread (or group of threads) during a run.
-#[derive(Clone, Debug, Serialize)]
-pub struct ThreadFigures {
-    /// Thread name (`lookout-capture`, `lookout-track`, `lookout-detect`, `lookout-mm-N`).
-    pub name: String,
-    /// The core it was pinned to.
-    pub core: Option<usize>,
-    /// CPU seconds.
-    pub cpu_s: f64,
-    /// CPU time ÷ wall time, % of one core (`None` when the run is not measured: see
-    /// [`RunFigures::not_measured`]).
-    pub pct_of_core: Option<f64>,
-}
-
-/// Utilisation of one core by lookout's pinned threads.
-#[derive(Clone, Debug, Serialize)]
-pub struct CoreFigures {
-    /// Core number.
-    pub core: usize,
-    /// The threads pinned to it.
-    pub threads: Vec<String>,
-    /// Their CPU time ÷ wall time, % (`None` when the run is not measured).
-    pub pct: Option<f64>,
-}
-
-/// CPU use of a run.
-#[derive(Clone, Debug, Serialize)]
-pub struct CpuFigures {
-    /// Process CPU seconds.
-    pub process_s: f64,
-    /// Process CPU ÷ wall: cores kept busy (`None` when the run is not measured).
-    pub cores_busy: Option<f64>,
-    /// `cores_busy` as % of all cores (`None` when the run is not measured).
-    pub utilisation_pct: Option<f64>,
-    /// Per thread.
-    pub threads: Vec<ThreadFigures>,
-    /// Per pinned core (empty when nothing is pinned).
-    pub per_core: Vec<CoreFigures>,
-    /// Busy share of every CPU of the machine (all processes, `/proc/stat`), %.
-    pub system_per_core_pct: Vec<f64>,
-}
-
-/// Can this setting follow the source in real time, and what would it cost?
-#[derive(Clone, Debug, Serialize)]
-pub struct KeepUp {
-    /// The rate to follow: the camera's, or the recording's (10 fps for the clip).
-    pub target_fps: f64,
-    /// Detections per second needed (`target_fps / detect_every`).
-    pub needed_detect_fps: f64,
-    /// Detections per second the detector can do (1000 ÷ p50 of preprocess + model + decode).
-    pub detect_capacity_fps: f64,
-    /// Frames per second the tracker managed (as fast as possible) — its capacity (`None`
-    /// when the run is not measured).
-    pub track_capacity_fps: Option<f64>,
-    /// Both capacities reach the target (never for a run that is not measured).
-    pub keeps_up: bool,
-    /// Projected CPU at the target rate, % of one core: per-frame capture + tracking CPU ×
-    /// target fps + per-detection CPU × needed detections per second.
-    pub projected_cpu_pct: f64,
-}
-
-/// The figures of one run (one row of a sweep).
-#[derive(Clone, Debug, Serialize)]
-pub struct RunFigures {
-    /// What this row changes (`default`, `threads=2`, `detect_every=5`, `model=…`).
-    pub setting: String,
-    /// The model.
-    pub model: ModelFigures,
-    /// Source description.
-    pub source: String,
-    /// Source frame rate, if known.
-    pub source_fps: Option<f64>,
-    /// `pipeline.detect_every`.
-    pub detect_every: u32,
-    /// Why the run ended (`limit`, `end_of_source`, `stopped`).
-    pub end: String,
-    /// Wall time, s.
-    pub wall_s: f64,
-    /// Frame counters.
-    pub frames: FrameCounts,
-    /// Why the rates and CPU shares of this run are not given (`None` when they are): no frame
-    /// was captured, or the run lasted under [`MIN_MEASURED_WINDOW`] — a count over a
-    /// window that short is noise (a 0.01 s run once showed 7726 % of the machine busy).
-    pub not_measured: Option<String>,
-    /// Processed frames per second (`None` when the run is not measured).
-    pub fps: Option<f64>,
-    /// Frames per second the source delivered (`None` when the run is not measured).
-    pub capture_fps: Option<f64>,
-    /// Model runs per second (`None` when the run is not measured).
-    pub detect_fps: Option<f64>,
-    /// Frame age at publication.
-    pub frame_age: Percentiles,
-    /// Stages: `capture` (source.next; CPU = the capture thread), `track` (CPU = the tracker
-    /// thread) with its part `gray`, `preprocess` and `postprocess` (CPU = their wall time on the
-    /// detector thread), `model` (CPU = detector thread + matmul pool − preprocess − postprocess).
-    pub stages: Vec<StageFigures>,
-    /// CPU use.
-    pub cpu: CpuFigures,
-    /// Real-time verdict.
-    pub keep_up: KeepUp,
-    /// The thread → core map.
-    pub core_map: CoreMap,
-}
-
-/// The shortest run whose rates and CPU shares are reported (see [`RunFigures::not_measured`]).
+/// The shortest run whose rates and CPU shares are reported (see
+/// [`RunFigures::not_measured`]).
 pub const MIN_MEASURED_WINDOW: Duration = Duration::from_secs(1);
 
 /// Why a run of `wall` seconds that captured `captured` frames is too small to measure rates
@@ -250,19 +73,78 @@ pub fn figures(
     target_fps: f64,
 ) -> RunFigures {
     let t = &s.total;
-    let wall = t.elapsed.as_secs_f64().max(1e-9);
-    let unmeasured = not_measured(t.captured, wall);
-    let measured = unmeasured.is_none();
-    // Per wall-second figures, only over a window long enough to mean something.
-    let per_wall = |x: f64, digits: i32| measured.then(|| round(x / wall, digits));
-    let rate = |n: u64| per_wall(n as f64, 2);
-    let proc_ms = s.cpu_time.as_secs_f64() * 1e3;
-    let share = |ms: f64| (proc_ms > 0.0).then(|| round(100.0 * ms / proc_ms, 1));
-    let mm_ms: f64 = mm.iter().map(|(_, d)| d.as_secs_f64() * 1e3).sum();
-    let tc = &s.thread_cpu;
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let wall = Wall::new(t.elapsed, t.captured);
+    let mm_cpu: Duration = mm.iter().map(|(_, d)| *d).sum();
+    RunFigures {
+        setting: setting.to_string(),
+        model: ModelFigures::from(&s.model),
+        source: s.source.clone(),
+        source_fps: s.source_fps,
+        detect_every,
+        end: end_name(&s.end).to_string(),
+        wall_s: round(wall.secs, 3),
+        frames: FrameCounts {
+            captured: t.captured,
+            processed: t.processed,
+            dropped: t.dropped,
+            detections: t.detections,
+            detect_skipped: t.detect_skipped,
+        },
+        not_measured: wall.unmeasured.clone(),
+        fps: wall.rate(t.processed),
+        capture_fps: wall.rate(t.captured),
+        detect_fps: wall.rate(t.detections),
+        frame_age: Percentiles::from(&t.age),
+        stages: stages(t, &s.thread_cpu, mm_cpu, s.cpu_time),
+        cpu: cpu_figures(s, mm, system_busy, &wall),
+        keep_up: keep_up(s, mm_cpu, detect_every, target_fps, &wall),
+        core_map: CoreMapFigures::from(&s.core_map),
+    }
+}
+
+/// A run's wall time, and whether it is long enough for per-second figures.
+struct Wall {
+    /// Seconds (never 0).
+    secs: f64,
+    /// Why per-second figures are not given ([`not_measured`]), `None` when they are.
+    unmeasured: Option<String>,
+}
+
+impl Wall {
+    fn new(elapsed: Duration, captured: u64) -> Wall {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        Wall {
+            secs,
+            unmeasured: not_measured(captured, secs),
+        }
+    }
+
+    fn measured(&self) -> bool {
+        self.unmeasured.is_none()
+    }
+
+    /// `x` per wall second, rounded, only over a window long enough to mean something.
+    fn per_wall(&self, x: f64, digits: i32) -> Option<f64> {
+        self.measured().then(|| round(x / self.secs, digits))
+    }
+
+    /// A count per wall second.
+    fn rate(&self, n: u64) -> Option<f64> {
+        self.per_wall(n as f64, 2)
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The six stages with their CPU attribution (see [`RunFigures::stages`]); `mm_cpu` is the
+/// matmul pool's CPU time, `cpu_time` the process's.
+fn stages(t: &Window, tc: &ThreadCpu, mm_cpu: Duration, cpu_time: Duration) -> Vec<StageFigures> {
+    let proc_ms = ms(cpu_time);
+    let share = |c: f64| (proc_ms > 0.0).then(|| round(100.0 * c / proc_ms, 1));
     let model_cpu =
-        (ms(tc.detect) + mm_ms - t.preprocess.sum_ms() - t.postprocess.sum_ms()).max(0.0);
+        (ms(tc.detect) + ms(mm_cpu) - t.preprocess.sum_ms() - t.postprocess.sum_ms()).max(0.0);
     let stage = |name: &str, what: &str, l: &Latency, cpu: Option<f64>| StageFigures {
         name: name.into(),
         what: what.into(),
@@ -274,7 +156,7 @@ pub fn figures(
         cpu_ms: cpu.map(|c| round(c, 1)),
         cpu_share_pct: cpu.and_then(share),
     };
-    let stages = vec![
+    vec![
         stage(
             "capture",
             "capture (source.next)",
@@ -306,8 +188,58 @@ pub fn figures(
             &t.postprocess,
             Some(t.postprocess.sum_ms()),
         ),
-    ];
-    let cm = &s.core_map;
+    ]
+}
+
+/// Process, per-thread, per-pinned-core and whole-machine CPU of a run.
+fn cpu_figures(
+    s: &Summary,
+    mm: &[(String, Duration)],
+    system_busy: Vec<f64>,
+    wall: &Wall,
+) -> CpuFigures {
+    let threads = thread_cpu(s, mm);
+    let mut per_core: BTreeMap<usize, (Vec<String>, f64)> = BTreeMap::new();
+    for (n, c, d) in &threads {
+        if let Some(c) = c {
+            let e = per_core.entry(*c).or_default();
+            e.0.push(n.clone());
+            e.1 += d.as_secs_f64();
+        }
+    }
+    let cores = sysinfo::core_count() as f64;
+    let cores_busy = s.cpu_time.as_secs_f64() / wall.secs;
+    CpuFigures {
+        process_s: round(s.cpu_time.as_secs_f64(), 3),
+        cores_busy: wall.measured().then(|| round(cores_busy, 2)),
+        utilisation_pct: wall
+            .measured()
+            .then(|| round(100.0 * cores_busy / cores, 1)),
+        threads: threads
+            .iter()
+            .map(|(n, c, d)| ThreadFigures {
+                name: n.clone(),
+                core: *c,
+                cpu_s: round(d.as_secs_f64(), 3),
+                pct_of_core: wall.per_wall(100.0 * d.as_secs_f64(), 1),
+            })
+            .collect(),
+        per_core: per_core
+            .into_iter()
+            .map(|(core, (threads, cpu))| CoreFigures {
+                core,
+                threads,
+                pct: wall.per_wall(100.0 * cpu, 1),
+            })
+            .collect(),
+        system_per_core_pct: system_busy.into_iter().map(|b| round(b, 1)).collect(),
+    }
+}
+
+/// Every thread of a run with its core (if pinned) and CPU time: the three pipeline threads,
+/// then the matmul pool's (`lookout-mm-N` runs on the pool's N-th core).
+fn thread_cpu(s: &Summary, mm: &[(String, Duration)]) -> Vec<(String, Option<usize>, Duration)> {
+    let (cm, tc) = (&s.core_map, &s.thread_cpu);
     let mut threads = vec![
         ("lookout-capture".to_string(), cm.capture, tc.capture),
         ("lookout-track".to_string(), cm.track, tc.track),
@@ -321,40 +253,23 @@ pub fn figures(
             .and_then(|i| cm.matmul.get(i).copied());
         threads.push((name.clone(), core, *d));
     }
-    let thread_figs: Vec<ThreadFigures> = threads
-        .iter()
-        .map(|(n, c, d)| ThreadFigures {
-            name: n.clone(),
-            core: *c,
-            cpu_s: round(d.as_secs_f64(), 3),
-            pct_of_core: per_wall(100.0 * d.as_secs_f64(), 1),
-        })
-        .collect();
-    let mut per_core: BTreeMap<usize, (Vec<String>, f64)> = BTreeMap::new();
-    for (n, c, d) in &threads {
-        if let Some(c) = c {
-            let e = per_core.entry(*c).or_default();
-            e.0.push(n.clone());
-            e.1 += d.as_secs_f64();
-        }
-    }
-    let per_core = per_core
-        .into_iter()
-        .map(|(core, (threads, cpu))| CoreFigures {
-            core,
-            threads,
-            pct: per_wall(100.0 * cpu, 1),
-        })
-        .collect();
-    let cores = sysinfo::core_count() as f64;
-    let cores_busy = s.cpu_time.as_secs_f64() / wall;
-    // Real-time verdict.
+    threads
+}
+
+/// The real-time verdict: can this setting follow `target_fps`, and at what projected CPU?
+fn keep_up(
+    s: &Summary,
+    mm_cpu: Duration,
+    detect_every: u32,
+    target_fps: f64,
+    wall: &Wall,
+) -> KeepUp {
+    let (t, tc) = (&s.total, &s.thread_cpu);
     let det_ms =
         t.preprocess.quantile_ms(0.5) + t.model.quantile_ms(0.5) + t.postprocess.quantile_ms(0.5);
     let detect_capacity = if det_ms > 0.0 { 1000.0 / det_ms } else { 0.0 };
-    let track_capacity = per_wall(t.processed as f64, 1);
-    let every = f64::from(detect_every.max(1));
-    let needed = target_fps / every;
+    let track_capacity = wall.per_wall(t.processed as f64, 1);
+    let needed = target_fps / f64::from(detect_every.max(1));
     let per = |d: Duration, n: u64| {
         if n > 0 {
             d.as_secs_f64() / n as f64
@@ -363,67 +278,51 @@ pub fn figures(
         }
     };
     let per_frame = per(tc.capture, t.captured) + per(tc.track, t.processed);
-    let per_detection = per(
-        tc.detect + Duration::from_secs_f64(mm_ms / 1e3),
-        t.detections,
-    );
-    RunFigures {
-        setting: setting.to_string(),
-        model: ModelFigures {
-            name: s.model.name.clone(),
-            datum: s.model.datum.to_string(),
-            input_w: s.model.input_w,
-            input_h: s.model.input_h,
-            threads: s.model.threads,
-            load_time_ms: round(s.model.load_time.as_secs_f64() * 1e3, 1),
-        },
-        source: s.source.clone(),
-        source_fps: s.source_fps,
-        detect_every,
-        end: end_name(&s.end).to_string(),
-        wall_s: round(wall, 3),
-        frames: FrameCounts {
-            captured: t.captured,
-            processed: t.processed,
-            dropped: t.dropped,
-            detections: t.detections,
-            detect_skipped: t.detect_skipped,
-        },
-        not_measured: unmeasured.clone(),
-        fps: rate(t.processed),
-        capture_fps: rate(t.captured),
-        detect_fps: rate(t.detections),
-        frame_age: Percentiles::from(&t.age),
-        stages,
-        cpu: CpuFigures {
-            process_s: round(s.cpu_time.as_secs_f64(), 3),
-            cores_busy: measured.then(|| round(cores_busy, 2)),
-            utilisation_pct: measured.then(|| round(100.0 * cores_busy / cores, 1)),
-            threads: thread_figs,
-            per_core,
-            system_per_core_pct: system_busy.into_iter().map(|b| round(b, 1)).collect(),
-        },
-        keep_up: KeepUp {
-            target_fps,
-            needed_detect_fps: round(needed, 2),
-            detect_capacity_fps: round(detect_capacity, 2),
-            track_capacity_fps: track_capacity,
-            keeps_up: t.detections > 0
-                && detect_capacity >= needed
-                && track_capacity.is_some_and(|c| c >= target_fps),
-            projected_cpu_pct: round(100.0 * (per_frame * target_fps + per_detection * needed), 1),
-        },
-        core_map: s.core_map.clone(),
+    let per_detection = per(tc.detect + mm_cpu, t.detections);
+    KeepUp {
+        target_fps,
+        needed_detect_fps: round(needed, 2),
+        detect_capacity_fps: round(detect_capacity, 2),
+        track_capacity_fps: track_capacity,
+        keeps_up: t.detections > 0
+            && detect_capacity >= needed
+            && track_capacity.is_some_and(|c| c >= target_fps),
+        projected_cpu_pct: round(100.0 * (per_frame * target_fps + per_detection * needed), 1),
     }
 }
 
-/// The closing recommendation of a sweep (or the verdict of a single run).
-#[derive(Clone, Debug, Serialize)]
-pub struct Recommendation {
-    /// The recommended row's setting, `None` when no row keeps up.
-    pub setting: Option<String>,
-    /// One sentence for people.
-    pub text: String,
+impl From<&Latency> for Percentiles {
+    fn from(l: &Latency) -> Self {
+        Percentiles {
+            p50_ms: round(l.quantile_ms(0.5), 3),
+            p95_ms: round(l.quantile_ms(0.95), 3),
+            max_ms: round(l.max_ms(), 3),
+        }
+    }
+}
+
+impl From<&ModelInfo> for ModelFigures {
+    fn from(m: &ModelInfo) -> Self {
+        ModelFigures {
+            name: m.name.clone(),
+            datum: m.datum.to_string(),
+            input_w: m.input_w,
+            input_h: m.input_h,
+            threads: m.threads,
+            load_time_ms: round(m.load_time.as_secs_f64() * 1e3, 1),
+        }
+    }
+}
+
+impl From<&CoreMap> for CoreMapFigures {
+    fn from(c: &CoreMap) -> Self {
+        CoreMapFigures {
+            capture: c.capture,
+            track: c.track,
+            detect: c.detect,
+            matmul: c.matmul.clone(),
+        }
+    }
 }
 
 /// Picks, among the rows that keep up with the target rate, the one with the lowest projected
@@ -481,7 +380,6 @@ pub fn recommend(rows: &[RunFigures]) -> Option<Recommendation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::ModelInfo;
 
     fn summary(total: crate::stats::Window, cpu_time: Duration) -> Summary {
         Summary {

@@ -1,12 +1,13 @@
 //! The golden self-check: each model against the outputs shipped in `models/golden/`, and
-//! where that data and the models are found.
+//! where that data and the models are found. Its comparisons ([`FP32_TOLERANCE`],
+//! [`compare_top`], [`decode_as_golden`]) are the ones `tests/detect.rs` asserts: one
+//! definition of "matches the golden data" for the product and the tests.
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
-use super::{EMBEDDED_MODEL_FILE, FP32_TOLERANCE, GOLDEN_ENV, MIN_TOP_IOU};
-use crate::detect::{self, Detection, Detector, ModelInfo};
+use super::report::{CheckStatus, ImageCheck, ModelCheck, SelfCheck};
+use super::{EMBEDDED_MODEL_FILE, GOLDEN_ENV};
+use crate::detect::{self, Detection, Detector, DetectorConfig, ModelInfo, RawOutputs};
 use crate::geom::{BBox, Mapping, ResizeMode};
 use crate::preprocess;
 
@@ -69,65 +70,6 @@ pub fn onnx_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Outcome of a check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CheckStatus {
-    /// Every golden comparison held.
-    Passed,
-    /// At least one comparison failed: the model computes something else.
-    Failed,
-    /// Nothing to compare with.
-    Skipped,
-}
-
-/// One photo's comparison.
-#[derive(Clone, Debug, Serialize)]
-pub struct ImageCheck {
-    /// Photo name (`astronaut`, …).
-    pub image: String,
-    /// FP32 only: largest |tract − onnxruntime| over the raw outputs.
-    pub max_abs_diff: Option<f32>,
-    /// Our top detection `label score`.
-    pub ours: Option<String>,
-    /// The golden top detection `label score`.
-    pub golden: Option<String>,
-    /// IoU of the two top boxes.
-    pub iou: Option<f32>,
-    /// Whether this photo passed.
-    pub ok: bool,
-    /// What failed, in words.
-    pub problem: Option<String>,
-}
-
-/// The self-check of one model.
-#[derive(Clone, Debug, Serialize)]
-pub struct ModelCheck {
-    /// The model as the pipeline names it.
-    pub model: String,
-    /// Its key in `detections.json`.
-    pub golden_key: String,
-    /// Outcome.
-    pub status: CheckStatus,
-    /// Why it was skipped, or a summary of what failed.
-    pub reason: Option<String>,
-    /// Per-photo comparisons.
-    pub images: Vec<ImageCheck>,
-}
-
-/// The self-check of every timed model.
-#[derive(Clone, Debug, Serialize)]
-pub struct SelfCheck {
-    /// Worst outcome over the models (failed > passed > skipped).
-    pub status: CheckStatus,
-    /// The golden directory used.
-    pub golden_dir: Option<String>,
-    /// Why the whole check was skipped.
-    pub reason: Option<String>,
-    /// One entry per distinct model.
-    pub models: Vec<ModelCheck>,
-}
-
 impl SelfCheck {
     pub(super) fn new(golden: &Result<PathBuf, String>) -> SelfCheck {
         SelfCheck {
@@ -174,71 +116,179 @@ fn describe(d: &Detection) -> String {
     format!("{} {:.2}", detect::label(d.class_id), d.score)
 }
 
-/// A golden detection as stored in `detections.json`.
-#[derive(serde::Deserialize, Debug, Clone)]
-struct GoldenDet {
-    class_id: usize,
-    score: f32,
+/// FP32 raw outputs must match onnxruntime's golden outputs within this (largest absolute
+/// difference over the six outputs): the self-check and `tests/detect.rs` both use it.
+pub const FP32_TOLERANCE: f32 = 1e-3;
+/// The top detection must overlap the golden one at least this much (IoU).
+pub const MIN_TOP_IOU: f32 = 0.9;
+/// When only one side (ours or the golden data) has a top detection, its score must be below
+/// this: a detection right at the score threshold may fall either side of it by rounding.
+pub const LONE_TOP_MAX_SCORE: f32 = 0.40;
+
+/// A golden detection as stored in `detections.json` (model-input pixels).
+#[derive(serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct GoldenDetection {
+    /// Class id.
+    pub class_id: usize,
+    /// Score.
+    pub score: f32,
+    /// `[x0, y0, x1, y1]`.
     #[serde(rename = "box")]
-    bbox: [f32; 4],
+    pub bbox: [f32; 4],
+}
+
+impl GoldenDetection {
+    /// The box.
+    pub fn bbox(&self) -> BBox {
+        BBox::new(self.bbox[0], self.bbox[1], self.bbox[2], self.bbox[3])
+    }
+
+    fn describe(&self) -> String {
+        format!("{} {:.2}", detect::label(self.class_id), self.score)
+    }
+}
+
+/// Decodes raw outputs as the golden data was decoded: the detector's default score and NMS
+/// thresholds ([`DetectorConfig::default`]), boxes in model-input pixels (`w`×`h`), best first.
+pub fn decode_as_golden(raw: &RawOutputs, w: u32, h: u32) -> Vec<Detection> {
+    let d = DetectorConfig::default();
+    let cands = detect::decode::decode(raw, w as usize, h as usize, d.score_threshold);
+    detect::nms(cands, d.iou_threshold, d.max_detections)
+}
+
+/// The largest |ours − golden| over two output vectors; a NaN on either side counts as
+/// infinitely far.
+pub fn max_abs_diff(ours: &[f32], golden: &[f32]) -> f32 {
+    ours.iter()
+        .zip(golden)
+        .map(|(o, g)| {
+            if g.is_nan() || o.is_nan() {
+                f32::INFINITY
+            } else {
+                (g - o).abs()
+            }
+        })
+        .fold(0.0f32, f32::max)
+}
+
+/// Little-endian f32s, as the golden `.f32` files store raw outputs (trailing bytes ignored).
+pub fn f32s_from_le_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Compares our top detection with the golden one: same class and IoU ≥ [`MIN_TOP_IOU`];
+/// one side empty only below [`LONE_TOP_MAX_SCORE`]. `Ok` carries the IoU of the two top
+/// boxes (when both exist), `Err` what differs, in words.
+pub fn compare_top(ours: &[Detection], golden: &[GoldenDetection]) -> Result<Option<f32>, String> {
+    match (ours.first(), golden.first()) {
+        (None, None) => Ok(None),
+        (Some(o), Some(g)) => {
+            let iou = o.bbox.iou(&g.bbox());
+            if o.class_id != g.class_id {
+                Err(format!(
+                    "top detection is {}, golden says {}",
+                    describe(o),
+                    g.describe()
+                ))
+            } else if iou < MIN_TOP_IOU {
+                Err(format!(
+                    "top {} box has IoU {iou:.2} with the golden box (< {MIN_TOP_IOU})",
+                    detect::label(o.class_id)
+                ))
+            } else {
+                Ok(Some(iou))
+            }
+        }
+        (lone_ours, lone_golden) => {
+            let s = lone_ours.map(|d| d.score).or(lone_golden.map(|g| g.score));
+            if s.is_some_and(|s| s >= LONE_TOP_MAX_SCORE) {
+                Err(format!(
+                    "top detection {} vs golden {}",
+                    lone_ours.map_or("none".to_string(), describe),
+                    lone_golden.map_or("none".to_string(), GoldenDetection::describe)
+                ))
+            } else {
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// Checks one loaded model against the golden data in `dir` (see `models/README.md`): the
 /// stretch-resized photo at the model's input size goes in with an identity mapping; FP32 raw
 /// outputs must be within [`FP32_TOLERANCE`] of onnxruntime's (when the golden `.f32` exists),
-/// and the top detection (score > 0.35, NMS 0.6, as the golden data was decoded) must have the
-/// golden class and IoU ≥ [`MIN_TOP_IOU`].
+/// and the top detection (decoded as the golden data was: [`decode_as_golden`]) must match the
+/// golden one ([`compare_top`]).
 pub fn self_check(det: &Detector, dir: &Path) -> ModelCheck {
     let info = det.info();
     let key = golden_key(info);
-    let mut check = ModelCheck {
+    let check = ModelCheck {
         model: info.name.clone(),
         golden_key: key.clone(),
         status: CheckStatus::Skipped,
         reason: None,
         images: Vec::new(),
     };
-    let skip = |mut c: ModelCheck, why: String| {
-        c.reason = Some(why);
-        c
+    let per_image = match golden_entries(dir, &key, info) {
+        Ok(p) => p,
+        Err((status, why)) => return check.concluded(status, why),
     };
-    let fail = |mut c: ModelCheck, why: String| {
-        c.status = CheckStatus::Failed;
-        c.reason = Some(why);
-        c
+    let mut golden = GoldenPhotos {
+        dir,
+        key: &key,
+        input: vec![0.0f32; det.input_len()],
     };
+    let images = per_image
+        .iter()
+        .map(|(img, dets)| golden.check(det, img, dets))
+        .collect();
+    ModelCheck { images, ..check }.judged()
+}
+
+/// The golden entries (`photo → detections`) for `key` in `dir/detections.json`, when they were
+/// made at the model's input size; otherwise the status and reason the check ends with.
+fn golden_entries(
+    dir: &Path,
+    key: &str,
+    info: &ModelInfo,
+) -> Result<serde_json::Map<String, serde_json::Value>, (CheckStatus, String)> {
     let json_path = dir.join("detections.json");
-    let all: serde_json::Value = match std::fs::read(&json_path)
+    let all: serde_json::Value = std::fs::read(&json_path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(v) => v,
-        Err(e) => {
-            return fail(
-                check,
-                format!("golden file {} is unreadable: {e}", json_path.display()),
-            )
-        }
-    };
-    let Some(per_image) = all.get(&key).and_then(|v| v.as_object()) else {
-        return skip(check, format!("no golden data for model {key}"));
+        .map_err(|e| {
+            let why = format!("golden file {} is unreadable: {e}", json_path.display());
+            (CheckStatus::Failed, why)
+        })?;
+    let skip = |why: String| (CheckStatus::Skipped, why);
+    let Some(per_image) = all.get(key).and_then(|v| v.as_object()) else {
+        return Err(skip(format!("no golden data for model {key}")));
     };
     let (w, h) = (info.input_w, info.input_h);
-    match key_size(&key) {
-        Some(s) if (s, s) == (w, h) => {}
-        Some(s) => {
-            return skip(
-                check,
-                format!("golden data for {key} is at {s}x{s}, the model runs at {w}x{h}"),
-            )
-        }
-        None => return skip(check, format!("golden data for {key}: input size unknown")),
+    match key_size(key) {
+        Some(s) if (s, s) == (w, h) => Ok(per_image.clone()),
+        Some(s) => Err(skip(format!(
+            "golden data for {key} is at {s}x{s}, the model runs at {w}x{h}"
+        ))),
+        None => Err(skip(format!("golden data for {key}: input size unknown"))),
     }
-    let mut input = vec![0.0f32; det.input_len()];
-    let ident = Mapping::new(w, h, w, h, ResizeMode::Stretch);
-    for (img, golden) in per_image {
+}
+
+/// The golden photos of one model, and the input tensor they are loaded into.
+struct GoldenPhotos<'a> {
+    dir: &'a Path,
+    key: &'a str,
+    input: Vec<f32>,
+}
+
+impl GoldenPhotos<'_> {
+    /// Compares the model's answer on photo `img` with its golden entry `golden`.
+    fn check(&mut self, det: &Detector, img: &str, golden: &serde_json::Value) -> ImageCheck {
         let mut ic = ImageCheck {
-            image: img.clone(),
+            image: img.to_string(),
             max_abs_diff: None,
             ours: None,
             golden: None,
@@ -247,102 +297,43 @@ pub fn self_check(det: &Detector, dir: &Path) -> ModelCheck {
             problem: None,
         };
         let mut problems: Vec<String> = Vec::new();
-        let png = dir.join(format!("{img}-{w}x{h}.png"));
-        let golden: Vec<GoldenDet> = match serde_json::from_value(golden.clone()) {
+        let golden: Vec<GoldenDetection> = match serde_json::from_value(golden.clone()) {
             Ok(g) => g,
             Err(e) => {
                 problems.push(format!(
-                    "{}: entry {key}/{img} is malformed: {e}",
-                    json_path.display()
+                    "{}: entry {}/{img} is malformed: {e}",
+                    self.dir.join("detections.json").display(),
+                    self.key
                 ));
                 Vec::new()
             }
         };
-        let raw = detect::read_rgb_image(&png)
-            .and_then(|(rgb, iw, ih)| {
-                if (iw, ih) != (w, h) {
-                    return Err(format!("{}: is {iw}x{ih}, expected {w}x{h}", png.display()));
-                }
-                preprocess::rgb_to_tensor(&rgb, w, h, w, h, ResizeMode::Stretch, &mut input)
-                    .map_err(|e| format!("{}: {e}", png.display()))
-            })
-            .and_then(|_| det.run_raw(&input).map_err(|e| e.to_string()));
-        match raw {
+        match self.run(det, img) {
             Err(e) => problems.push(e),
             Ok(raw) => {
+                let info = det.info();
+                let (w, h) = (info.input_w, info.input_h);
                 if info.datum == "f32" {
-                    let f32_path = dir.join(format!("ort-fp32-{w}-{img}.f32"));
-                    if let Ok(bytes) = std::fs::read(&f32_path) {
-                        let ours = raw.concatenated();
-                        if bytes.len() != ours.len() * 4 {
-                            problems.push(format!(
-                                "{}: {} bytes, expected {} (the six outputs as f32)",
-                                f32_path.display(),
-                                bytes.len(),
-                                ours.len() * 4
-                            ));
-                        } else {
-                            let max = bytes
-                                .chunks_exact(4)
-                                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                                .zip(&ours)
-                                .map(|(g, o)| {
-                                    if g.is_nan() || o.is_nan() {
-                                        f32::INFINITY
-                                    } else {
-                                        (g - o).abs()
-                                    }
-                                })
-                                .fold(0.0f32, f32::max);
-                            ic.max_abs_diff = Some(max);
-                            if max > FP32_TOLERANCE {
-                                problems.push(format!(
-                                    "raw outputs differ from onnxruntime by up to {max:.2e} (> {FP32_TOLERANCE:.0e})"
-                                ));
-                            }
-                        }
-                    }
+                    let (diff, problem) = self.compare_raw_fp32(img, w, &raw);
+                    ic.max_abs_diff = diff;
+                    problems.extend(problem);
                 }
-                let cands = detect::decode::decode(&raw, w as usize, h as usize, 0.35);
-                let mut ours = detect::nms(cands, 0.6, 100);
+                let ident = Mapping::new(w, h, w, h, ResizeMode::Stretch);
+                let mut ours = decode_as_golden(&raw, w, h);
                 for d in &mut ours {
                     d.bbox = ident.to_image(&d.bbox);
                 }
                 ic.ours = ours.first().map(describe);
-                ic.golden = golden
-                    .first()
-                    .map(|g| format!("{} {:.2}", detect::label(g.class_id), g.score));
-                match (ours.first(), golden.first()) {
-                    (None, None) => {}
-                    (Some(o), Some(g)) => {
-                        let iou = o
-                            .bbox
-                            .iou(&BBox::new(g.bbox[0], g.bbox[1], g.bbox[2], g.bbox[3]));
-                        ic.iou = Some(iou);
-                        if o.class_id != g.class_id {
-                            problems.push(format!(
-                                "top detection is {}, golden says {} {:.2}",
-                                describe(o),
-                                detect::label(g.class_id),
-                                g.score
-                            ));
-                        } else if iou < MIN_TOP_IOU {
-                            problems.push(format!(
-                                "top {} box has IoU {iou:.2} with the golden box (< {MIN_TOP_IOU})",
-                                detect::label(o.class_id)
-                            ));
-                        }
-                    }
-                    (lone_ours, lone_golden) => {
-                        // One side empty is tolerated only right at the score threshold.
-                        let s = lone_ours.map(|d| d.score).or(lone_golden.map(|g| g.score));
-                        if s.is_some_and(|s| s >= 0.40) {
-                            problems.push(format!(
-                                "top detection {} vs golden {}",
-                                ic.ours.as_deref().unwrap_or("none"),
-                                ic.golden.as_deref().unwrap_or("none")
-                            ));
-                        }
+                ic.golden = golden.first().map(GoldenDetection::describe);
+                match compare_top(&ours, &golden) {
+                    Ok(iou) => ic.iou = iou,
+                    Err(e) => {
+                        // Both tops exist: their IoU is worth reporting even on a mismatch.
+                        ic.iou = ours
+                            .first()
+                            .zip(golden.first())
+                            .map(|(o, g)| o.bbox.iou(&g.bbox()));
+                        problems.push(e);
                     }
                 }
             }
@@ -351,28 +342,90 @@ pub fn self_check(det: &Detector, dir: &Path) -> ModelCheck {
             ic.ok = false;
             ic.problem = Some(problems.join("; "));
         }
-        check.images.push(ic);
+        ic
     }
-    if check.images.is_empty() {
-        return skip(check, format!("no golden photos for model {key}"));
+
+    /// The model's raw outputs on the photo `<img>-<W>x<H>.png`, stretch-loaded exactly.
+    fn run(&mut self, det: &Detector, img: &str) -> Result<RawOutputs, String> {
+        let info = det.info();
+        let (w, h) = (info.input_w, info.input_h);
+        let png = self.dir.join(format!("{img}-{w}x{h}.png"));
+        let (rgb, iw, ih) = detect::read_rgb_image(&png)?;
+        if (iw, ih) != (w, h) {
+            return Err(format!("{}: is {iw}x{ih}, expected {w}x{h}", png.display()));
+        }
+        preprocess::rgb_to_tensor(&rgb, w, h, w, h, ResizeMode::Stretch, &mut self.input)
+            .map_err(|e| format!("{}: {e}", png.display()))?;
+        det.run_raw(&self.input).map_err(|e| e.to_string())
     }
-    let bad: Vec<String> = check
-        .images
-        .iter()
-        .filter(|i| !i.ok)
-        .map(|i| {
+
+    /// FP32 models: the largest difference from onnxruntime's raw outputs
+    /// (`ort-fp32-<W>-<img>.f32`, when it exists) and the problem, if any.
+    fn compare_raw_fp32(
+        &self,
+        img: &str,
+        w: u32,
+        raw: &RawOutputs,
+    ) -> (Option<f32>, Option<String>) {
+        let f32_path = self.dir.join(format!("ort-fp32-{w}-{img}.f32"));
+        let Ok(bytes) = std::fs::read(&f32_path) else {
+            return (None, None);
+        };
+        let ours = raw.concatenated();
+        if bytes.len() != ours.len() * 4 {
+            let problem = format!(
+                "{}: {} bytes, expected {} (the six outputs as f32)",
+                f32_path.display(),
+                bytes.len(),
+                ours.len() * 4
+            );
+            return (None, Some(problem));
+        }
+        let max = max_abs_diff(&ours, &f32s_from_le_bytes(&bytes));
+        let problem = (max > FP32_TOLERANCE).then(|| {
             format!(
-                "{}: {}",
-                i.image,
-                i.problem.as_deref().unwrap_or("mismatch")
+                "raw outputs differ from onnxruntime by up to {max:.2e} (> {FP32_TOLERANCE:.0e})"
             )
-        })
-        .collect();
-    if bad.is_empty() {
-        check.status = CheckStatus::Passed;
-        check
-    } else {
-        fail(check, bad.join(" | "))
+        });
+        (Some(max), problem)
+    }
+}
+
+impl ModelCheck {
+    /// Ends the check early with `status` and `reason`.
+    fn concluded(mut self, status: CheckStatus, reason: String) -> ModelCheck {
+        self.status = status;
+        self.reason = Some(reason);
+        self
+    }
+
+    /// The verdict over the compared photos: passed when every photo passed, skipped when
+    /// there were none, failed otherwise (the reason names each failing photo).
+    fn judged(self) -> ModelCheck {
+        if self.images.is_empty() {
+            let why = format!("no golden photos for model {}", self.golden_key);
+            return self.concluded(CheckStatus::Skipped, why);
+        }
+        let bad: Vec<String> = self
+            .images
+            .iter()
+            .filter(|i| !i.ok)
+            .map(|i| {
+                format!(
+                    "{}: {}",
+                    i.image,
+                    i.problem.as_deref().unwrap_or("mismatch")
+                )
+            })
+            .collect();
+        if bad.is_empty() {
+            ModelCheck {
+                status: CheckStatus::Passed,
+                ..self
+            }
+        } else {
+            self.concluded(CheckStatus::Failed, bad.join(" | "))
+        }
     }
 }
 

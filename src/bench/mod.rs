@@ -13,12 +13,15 @@
 //!
 //! This module prints nothing; `cli::bench` renders a [`BenchReport`] as a table or JSON.
 //!
-//! One file per job: `golden.rs` (the self-check and where golden data and models are found),
+//! One file per job: `report.rs` (the types `--json` serializes: the wire format, owned here and
+//! checked against `docs/bench-schema.json` by `tests/bench_schema.rs`), `golden.rs` (the
+//! self-check, shared with `tests/detect.rs`, and where golden data and models are found),
 //! `figures.rs` (one run's figures and the recommendation), `timing.rs` (the model alone);
-//! this file holds the settings, the report and the orchestration ([`run`]).
+//! this file holds the settings and the orchestration ([`run`]).
 //!
 //! [`Summary`]: pipeline::Summary
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -32,18 +35,23 @@ use crate::sysinfo::{self, CpuTimes, SystemInfo, Thermal};
 
 mod figures;
 mod golden;
+pub mod report;
 mod timing;
 
-pub use figures::{
-    figures, recommend, CoreFigures, CpuFigures, FrameCounts, KeepUp, ModelFigures, Percentiles,
-    Recommendation, RunFigures, StageFigures, ThreadFigures, MIN_MEASURED_WINDOW,
-};
+pub use figures::{figures, recommend, MIN_MEASURED_WINDOW};
 use figures::{mm_cpu, round};
 pub use golden::{
-    find_golden_dir, find_models_dir, golden_key, onnx_files, self_check, CheckStatus, ImageCheck,
-    ModelCheck, SelfCheck,
+    compare_top, decode_as_golden, f32s_from_le_bytes, find_golden_dir, find_models_dir,
+    golden_key, max_abs_diff, onnx_files, self_check, GoldenDetection, FP32_TOLERANCE,
+    LONE_TOP_MAX_SCORE, MIN_TOP_IOU,
 };
-pub use timing::{time_inference, ImageTiming, InferenceTiming, PlainDetection};
+pub use report::{
+    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, EffectiveSettings,
+    FrameCounts, ImageCheck, ImageTiming, InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures,
+    Percentiles, PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures,
+    SystemFigures, ThermalFigures, ThreadFigures, SCHEMA_ID,
+};
+pub use timing::time_inference;
 
 /// Frame rate assumed for recordings that do not say (the demo clip's rate).
 pub const DEFAULT_TARGET_FPS: f64 = 10.0;
@@ -53,26 +61,22 @@ pub const DEFAULT_SECONDS: f64 = 20.0;
 pub const DEFAULT_SWEEP_SECONDS: f64 = 8.0;
 /// Detection intervals tried by `--sweep detect-every`.
 pub const DETECT_EVERY_SWEEP: [u32; 5] = [1, 2, 3, 5, 10];
-/// FP32 raw outputs must match onnxruntime's golden outputs within this (tests use 1e-4).
-pub const FP32_TOLERANCE: f32 = 1e-3;
-/// The top detection must overlap the golden one at least this much.
-pub const MIN_TOP_IOU: f32 = 0.9;
 /// Environment variable naming a golden directory to use instead of the shipped one.
 pub const GOLDEN_ENV: &str = "LOOKOUT_GOLDEN_DIR";
 /// The file the embedded model is known as in `golden/detections.json`.
 pub const EMBEDDED_MODEL_FILE: &str = "nanodet-g-416-int8.onnx";
 
-/// How long each run lasts.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Limit {
-    /// This many processed frames.
-    Frames(u64),
-    /// This many seconds.
-    Seconds(f64),
+impl fmt::Display for Limit {
+    /// `40 frames` or `8 s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Frames(n) => write!(f, "{n} frames"),
+            Limit::Seconds(x) => write!(f, "{x} s"),
+        }
+    }
 }
 
-/// What a sweep varies.
+/// What a sweep varies (serialized as its command-line name in the report's settings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sweep {
@@ -86,7 +90,7 @@ pub enum Sweep {
 
 /// Everything `lookout bench` was asked for, after the command line was parsed and checked
 /// (`cli::bench::BenchArgs`: ranges and conflicting flags are refused there).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct BenchSettings {
     /// The configuration file, if any (else built-in defaults).
     pub config_file: Option<PathBuf>,
@@ -139,77 +143,6 @@ impl Progress for NoProgress {
 }
 
 // ───────────────────────────── the whole benchmark ─────────────────────────────
-
-/// System facts plus temperature and throttling around the benchmark.
-#[derive(Clone, Debug, Serialize)]
-pub struct SystemFigures {
-    /// Static facts.
-    #[serde(flatten)]
-    pub info: SystemInfo,
-    /// Before the first run.
-    pub thermal_before: Thermal,
-    /// After the last run.
-    pub thermal_after: Thermal,
-    /// Throttling, under-voltage or a frequency cap happened during the benchmark.
-    pub throttled_during_bench: bool,
-}
-
-/// The settings a benchmark actually used.
-#[derive(Clone, Debug, Serialize)]
-pub struct EffectiveSettings {
-    /// `pipeline` (the daemon's threads on a source) or `inference-only` (the model alone).
-    pub mode: String,
-    /// Configuration file, or `null` for built-in defaults.
-    pub config_file: Option<String>,
-    /// Source spec.
-    pub source: String,
-    /// Files loop and are played as fast as possible; cameras run at their rate.
-    pub pacing: String,
-    /// Run length per row.
-    pub limit: Limit,
-    /// Sweep, if any.
-    pub sweep: Option<Sweep>,
-    /// `pipeline.detect_every` (before a detect-every sweep).
-    pub detect_every: u32,
-    /// `model.file` or `embedded`.
-    pub model: String,
-    /// `model.threads` (before a threads sweep).
-    pub threads: usize,
-    /// Tracks file.
-    pub tracks_out: Option<String>,
-    /// The rate the recommendation aims at.
-    pub target_fps: f64,
-}
-
-/// Everything `lookout bench` measured: what `--json` prints.
-#[derive(Clone, Debug, Serialize)]
-pub struct BenchReport {
-    /// Format identifier of this document.
-    pub schema: String,
-    /// lookout's version.
-    pub lookout_version: String,
-    /// The settings used.
-    pub settings: EffectiveSettings,
-    /// The machine.
-    pub system: SystemFigures,
-    /// The golden self-check.
-    pub self_check: SelfCheck,
-    /// False when the self-check failed or the machine throttled.
-    pub trustworthy: bool,
-    /// One row per run.
-    pub runs: Vec<RunFigures>,
-    /// The recommendation of a sweep.
-    pub recommendation: Option<Recommendation>,
-    /// `--inference-only`: the model timed alone on the golden photos.
-    pub inference: Option<InferenceTiming>,
-    /// Peak resident memory of the process (`VmHWM`), KiB.
-    pub peak_rss_kib: Option<u64>,
-    /// Total benchmark time including loading and self-checks, s.
-    pub total_s: f64,
-}
-
-/// The identifier in [`BenchReport::schema`]; bump when keys change meaning.
-pub const SCHEMA_ID: &str = "lookout-bench/1";
 
 /// One row to run: the configuration and its label.
 struct Row {
@@ -298,7 +231,8 @@ fn is_camera(spec: &str) -> bool {
     Spec::parse(spec).is_ok_and(|s| s.is_camera())
 }
 
-/// Runs the benchmark: self-checks, runs every row, gathers the report.
+/// Runs the benchmark: self-checks, runs every row (or times the model alone), gathers the
+/// report.
 pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport, BenchError> {
     let started = Instant::now();
     let base = effective_config(s)?;
@@ -309,155 +243,254 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
     }));
     let rows = rows_for(&base, s.sweep)?;
     let golden = find_golden_dir();
-    let mut check = SelfCheck::new(&golden);
     let thermal_before = Thermal::read();
     let info = SystemInfo::read();
-    let mut figures_rows = Vec::new();
-    let mut inference = None;
-    let rows = match s.inference_only {
-        None => rows,
+    let mut bench = Bench {
+        golden: &golden,
+        check: SelfCheck::new(&golden),
+        checked: Vec::new(),
+        progress,
+    };
+    let (runs, inference, target_fps) = match s.inference_only {
         Some(runs) => {
-            let Ok(g) = &golden else {
-                return Err(BenchError::Usage(format!(
-                    "--inference-only times the golden photos, and there are none: {}",
-                    golden.as_ref().err().map_or("", |e| e.as_str())
-                )));
-            };
-            progress.phase("loading the model");
-            let det = Detector::load(&base.detector()).map_err(PipelineError::from)?;
-            progress.phase(&format!("self-check against {}", g.display()));
-            check.add(self_check(&det, g));
-            progress.phase(&format!("timing the model, {runs} runs per photo"));
-            inference = Some(time_inference(&det, g, runs.max(1)));
-            Vec::new()
+            let timing = bench.time_model(&base, runs)?;
+            (Vec::new(), Some(timing), DEFAULT_TARGET_FPS)
+        }
+        None => {
+            let (runs, fps) = bench.run_rows(rows, limit, s.tracks_out.as_ref())?;
+            (runs, None, fps)
         }
     };
-    let mut parts: Option<(Config, Parts)> = None;
-    let mut checked: Vec<(String, usize)> = Vec::new();
-    let mut target_fps = DEFAULT_TARGET_FPS;
-    let n = rows.len();
-    for (i, row) in rows.into_iter().enumerate() {
-        let cfg = row.cfg;
-        let tag = if n > 1 {
-            format!("[{}/{n}] {}: ", i + 1, row.label)
-        } else {
-            String::new()
-        };
-        // Reuse the loaded model when only scheduling changed; always reopen the source and
-        // start a fresh tracker.
-        let mut p = match parts.take() {
-            Some((old, mut p)) if p.keeps_model(&old, &cfg) => {
-                progress.phase(&format!("{tag}opening the source"));
-                let fresh = Reconcile {
-                    pace: Some(Pacing::AsFastAsPossible),
-                    restart: true,
-                };
-                p.reconcile(&old, &cfg, fresh)?.into_result()?;
-                p
-            }
-            other => {
-                drop(other); // release the previous model and its thread pool first
-                progress.phase(&format!("{tag}loading the model"));
-                pipeline::build(&cfg, Some(Pacing::AsFastAsPossible))?
-            }
-        };
-        target_fps = p.source.fps().unwrap_or(DEFAULT_TARGET_FPS);
-        let info_m = p.detector.info().clone();
-        let id = (info_m.name.clone(), info_m.input_w as usize);
-        if !checked.contains(&id) {
-            checked.push(id);
-            if let Ok(g) = &golden {
-                progress.phase(&format!("{tag}self-check against {}", g.display()));
-                check.add(self_check(&p.detector, g));
-            }
-        }
-        progress.phase(&format!(
-            "{tag}running {}",
-            match limit {
-                Limit::Frames(f) => format!("{f} frames"),
-                Limit::Seconds(x) => format!("{x} s"),
-            }
-        ));
-        let opts = RunOptions {
-            pace: Some(Pacing::AsFastAsPossible),
-            log_events: false,
-            max_frames: match limit {
-                Limit::Frames(f) => Some(f),
-                Limit::Seconds(_) => None,
-            },
-            max_duration: match limit {
-                Limit::Seconds(x) => Some(Duration::from_secs_f64(x)),
-                Limit::Frames(_) => None,
-            },
-            tracks_out: s.tracks_out.clone(),
-            ..RunOptions::default()
-        };
-        let tasks0 = sysinfo::task_cpu_times();
-        let sys0 = CpuTimes::read();
-        let summary = pipeline::run_with(&cfg, &opts, &mut p)?;
-        let sys1 = CpuTimes::read();
-        let tasks1 = sysinfo::task_cpu_times();
-        figures_rows.push(figures(
-            &row.label,
-            &summary,
-            cfg.pipeline.detect_every,
-            &mm_cpu(&tasks0, &tasks1),
-            sys1.busy_since(&sys0),
-            target_fps,
-        ));
-        progress.finish();
-        parts = Some((cfg, p));
-    }
-    drop(parts);
     let thermal_after = Thermal::read();
     let throttled = thermal_after.throttled_during(&thermal_before);
-    let recommendation = if s.sweep.is_some() {
-        recommend(&figures_rows)
-    } else {
-        None
-    };
-    let trustworthy = check.trustworthy() && !throttled;
+    let recommendation = s.sweep.and_then(|_| recommend(&runs));
+    let check = bench.check;
     Ok(BenchReport {
         schema: SCHEMA_ID.into(),
         lookout_version: env!("CARGO_PKG_VERSION").into(),
-        settings: EffectiveSettings {
-            mode: if s.inference_only.is_some() {
-                "inference-only"
-            } else {
-                "pipeline"
-            }
-            .into(),
-            config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
-            source: base.source.spec.clone(),
-            pacing: if is_camera(&base.source.spec) {
-                "camera rate".into()
-            } else {
-                "looped, as fast as possible".into()
-            },
-            limit,
-            sweep: s.sweep,
-            detect_every: base.pipeline.detect_every,
-            model: if base.model.file.is_empty() {
-                ModelSource::Embedded.display_name()
-            } else {
-                base.model.file.clone()
-            },
-            threads: base.model.threads,
-            tracks_out: s.tracks_out.as_ref().map(|p| p.display().to_string()),
-            target_fps,
-        },
-        system: SystemFigures {
-            info,
-            thermal_before,
-            thermal_after,
-            throttled_during_bench: throttled,
-        },
+        settings: effective_settings(s, &base, limit, target_fps),
+        system: system_figures(info, &thermal_before, &thermal_after, throttled),
+        trustworthy: check.trustworthy() && !throttled,
         self_check: check,
-        trustworthy,
-        runs: figures_rows,
+        runs,
         recommendation,
         inference,
         peak_rss_kib: sysinfo::peak_rss_kib(),
         total_s: round(started.elapsed().as_secs_f64(), 2),
     })
+}
+
+/// The state of a benchmark between its runs: the self-check so far and the models it covered.
+struct Bench<'a> {
+    golden: &'a Result<PathBuf, String>,
+    check: SelfCheck,
+    /// The models already self-checked: (name, input width).
+    checked: Vec<(String, usize)>,
+    progress: &'a mut dyn Progress,
+}
+
+impl Bench<'_> {
+    /// `--inference-only`: loads the model, self-checks it and times it alone on the golden
+    /// photos, `runs` timed runs per photo.
+    fn time_model(&mut self, base: &Config, runs: usize) -> Result<InferenceTiming, BenchError> {
+        let g = match self.golden {
+            Ok(g) => g,
+            Err(why) => {
+                return Err(BenchError::Usage(format!(
+                    "--inference-only times the golden photos, and there are none: {why}"
+                )))
+            }
+        };
+        self.progress.phase("loading the model");
+        let det = Detector::load(&base.detector()).map_err(PipelineError::from)?;
+        self.progress
+            .phase(&format!("self-check against {}", g.display()));
+        self.check.add(self_check(&det, g));
+        self.progress
+            .phase(&format!("timing the model, {runs} runs per photo"));
+        Ok(time_inference(&det, g, runs.max(1)))
+    }
+
+    /// Runs every row through the real pipeline, reusing the loaded model when only
+    /// scheduling changes; returns the rows' figures and the rate they aimed at.
+    fn run_rows(
+        &mut self,
+        rows: Vec<Row>,
+        limit: Limit,
+        tracks_out: Option<&PathBuf>,
+    ) -> Result<(Vec<RunFigures>, f64), BenchError> {
+        let mut parts: Option<(Config, Parts)> = None;
+        let mut target_fps = DEFAULT_TARGET_FPS;
+        let mut out = Vec::new();
+        let n = rows.len();
+        for (i, row) in rows.into_iter().enumerate() {
+            let tag = if n > 1 {
+                format!("[{}/{n}] {}: ", i + 1, row.label)
+            } else {
+                String::new()
+            };
+            let mut p = self.parts_for(parts.take(), &row.cfg, &tag)?;
+            target_fps = p.source.fps().unwrap_or(DEFAULT_TARGET_FPS);
+            self.self_check_once(&p, &tag);
+            self.progress.phase(&format!("{tag}running {limit}"));
+            let opts = run_options(limit, tracks_out);
+            out.push(run_row(&row, &opts, &mut p, target_fps)?);
+            self.progress.finish();
+            parts = Some((row.cfg, p));
+        }
+        Ok((out, target_fps))
+    }
+
+    /// The pipeline's parts for `cfg`: the previous row's, reconciled (a fresh source and
+    /// tracker, the same model), when only scheduling changed; else built anew.
+    fn parts_for(
+        &mut self,
+        previous: Option<(Config, Parts)>,
+        cfg: &Config,
+        tag: &str,
+    ) -> Result<Parts, BenchError> {
+        match previous {
+            Some((old, mut p)) if p.keeps_model(&old, cfg) => {
+                self.progress.phase(&format!("{tag}opening the source"));
+                let fresh = Reconcile {
+                    pace: Some(Pacing::AsFastAsPossible),
+                    restart: true,
+                };
+                p.reconcile(&old, cfg, fresh)?.into_result()?;
+                Ok(p)
+            }
+            other => {
+                drop(other); // release the previous model and its thread pool first
+                self.progress.phase(&format!("{tag}loading the model"));
+                Ok(pipeline::build(cfg, Some(Pacing::AsFastAsPossible))?)
+            }
+        }
+    }
+
+    /// Self-checks the row's model against the golden data, once per distinct model.
+    fn self_check_once(&mut self, p: &Parts, tag: &str) {
+        let info = p.detector.info();
+        let id = (info.name.clone(), info.input_w as usize);
+        if self.checked.contains(&id) {
+            return;
+        }
+        self.checked.push(id);
+        if let Ok(g) = self.golden {
+            self.progress
+                .phase(&format!("{tag}self-check against {}", g.display()));
+            self.check.add(self_check(&p.detector, g));
+        }
+    }
+}
+
+/// The options of one timed run: as fast as possible, no journal events, `limit`.
+fn run_options(limit: Limit, tracks_out: Option<&PathBuf>) -> RunOptions {
+    RunOptions {
+        pace: Some(Pacing::AsFastAsPossible),
+        log_events: false,
+        max_frames: match limit {
+            Limit::Frames(f) => Some(f),
+            Limit::Seconds(_) => None,
+        },
+        max_duration: match limit {
+            Limit::Seconds(x) => Some(Duration::from_secs_f64(x)),
+            Limit::Frames(_) => None,
+        },
+        tracks_out: tracks_out.cloned(),
+        ..RunOptions::default()
+    }
+}
+
+/// Runs one row through the pipeline and measures it (CPU of the matmul pool and of the
+/// whole machine around the run).
+fn run_row(
+    row: &Row,
+    opts: &RunOptions,
+    p: &mut Parts,
+    target_fps: f64,
+) -> Result<RunFigures, BenchError> {
+    let tasks0 = sysinfo::task_cpu_times();
+    let sys0 = CpuTimes::read();
+    let summary = pipeline::run_with(&row.cfg, opts, p)?;
+    let sys1 = CpuTimes::read();
+    let tasks1 = sysinfo::task_cpu_times();
+    Ok(figures(
+        &row.label,
+        &summary,
+        row.cfg.pipeline.detect_every,
+        &mm_cpu(&tasks0, &tasks1),
+        sys1.busy_since(&sys0),
+        target_fps,
+    ))
+}
+
+/// The settings the report says were used.
+fn effective_settings(
+    s: &BenchSettings,
+    base: &Config,
+    limit: Limit,
+    target_fps: f64,
+) -> EffectiveSettings {
+    EffectiveSettings {
+        mode: if s.inference_only.is_some() {
+            "inference-only"
+        } else {
+            "pipeline"
+        }
+        .into(),
+        config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
+        source: base.source.spec.clone(),
+        pacing: if is_camera(&base.source.spec) {
+            "camera rate".into()
+        } else {
+            "looped, as fast as possible".into()
+        },
+        limit,
+        sweep: s.sweep,
+        detect_every: base.pipeline.detect_every,
+        model: if base.model.file.is_empty() {
+            ModelSource::Embedded.display_name()
+        } else {
+            base.model.file.clone()
+        },
+        threads: base.model.threads,
+        tracks_out: s.tracks_out.as_ref().map(|p| p.display().to_string()),
+        target_fps,
+    }
+}
+
+/// The machine's facts and its temperature around the benchmark, as the report carries them.
+fn system_figures(
+    info: SystemInfo,
+    before: &Thermal,
+    after: &Thermal,
+    throttled: bool,
+) -> SystemFigures {
+    SystemFigures {
+        board: info.board,
+        cpu_model: info.cpu_model,
+        cpu_part: info.cpu_part,
+        cores: info.cores,
+        arch: info.arch,
+        kernel: info.kernel,
+        os: info.os,
+        glibc: info.glibc,
+        cpu_features: info.cpu_features,
+        dotprod: info.dotprod,
+        matmul_kernel: info.matmul_kernel,
+        thermal_before: ThermalFigures::from(before),
+        thermal_after: ThermalFigures::from(after),
+        throttled_during_bench: throttled,
+    }
+}
+
+impl From<&Thermal> for ThermalFigures {
+    fn from(t: &Thermal) -> Self {
+        ThermalFigures {
+            temp_c: t.temp_c,
+            cpu_mhz: t.cpu_mhz,
+            throttled: t.throttled.clone(),
+            throttled_flags: t.throttled_flags.clone(),
+        }
+    }
 }

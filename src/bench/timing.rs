@@ -3,55 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Serialize;
-
-use super::figures::{round, ModelFigures};
+use super::figures::round;
+use super::golden::decode_as_golden;
+use super::report::{ImageTiming, InferenceTiming, ModelFigures, PlainDetection};
 use crate::detect::{self, Detector};
 use crate::geom::ResizeMode;
 use crate::preprocess;
-
-/// A detection in model-input pixels, as in `golden/detections.json`.
-#[derive(Clone, Debug, Serialize)]
-pub struct PlainDetection {
-    /// Class id.
-    pub class_id: usize,
-    /// COCO label.
-    pub label: String,
-    /// Score.
-    pub score: f32,
-    /// `[x0, y0, x1, y1]` in model-input pixels.
-    #[serde(rename = "box")]
-    pub bbox: [f32; 4],
-}
-
-/// Timing of the model on one photo.
-#[derive(Clone, Debug, Serialize)]
-pub struct ImageTiming {
-    /// Photo name.
-    pub image: String,
-    /// Median of the timed runs, ms.
-    pub median_ms: f64,
-    /// Fastest run, ms.
-    pub min_ms: f64,
-    /// Detections (score > 0.35, NMS 0.6) in model-input pixels.
-    pub detections: Vec<PlainDetection>,
-}
-
-/// `--inference-only`: `Detector::run_raw` (the network, nothing else) timed on the golden
-/// photos at the model's input size, after 3 warm-up runs per photo.
-#[derive(Clone, Debug, Serialize)]
-pub struct InferenceTiming {
-    /// The model.
-    pub model: ModelFigures,
-    /// Timed runs per photo.
-    pub runs_per_image: usize,
-    /// Median over every timed run, ms.
-    pub median_ms: f64,
-    /// Fastest run, ms.
-    pub min_ms: f64,
-    /// Per photo.
-    pub images: Vec<ImageTiming>,
-}
 
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
@@ -108,13 +65,7 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
             }
         }
         let dets = last
-            .map(|raw| {
-                detect::nms(
-                    detect::decode::decode(&raw, w as usize, h as usize, 0.35),
-                    0.6,
-                    100,
-                )
-            })
+            .map(|raw| decode_as_golden(&raw, w, h))
             .unwrap_or_default();
         all.extend_from_slice(&ms);
         let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
@@ -135,14 +86,7 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
     }
     let min = all.iter().copied().fold(f64::INFINITY, f64::min);
     InferenceTiming {
-        model: ModelFigures {
-            name: info.name.clone(),
-            datum: info.datum.to_string(),
-            input_w: w,
-            input_h: h,
-            threads: info.threads,
-            load_time_ms: round(info.load_time.as_secs_f64() * 1e3, 1),
-        },
+        model: ModelFigures::from(&info),
         runs_per_image: runs,
         median_ms: round(median(&mut all), 3),
         min_ms: round(if min.is_finite() { min } else { 0.0 }, 3),

@@ -16,6 +16,7 @@ use clap::Args;
 use crate::bench::{
     self, BenchError, BenchReport, BenchSettings, CheckStatus, Limit, Progress, Sweep,
 };
+use crate::pipeline::CoreMap;
 
 /// Exit status when the self-check failed.
 pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
@@ -198,16 +199,13 @@ fn opt<T: std::fmt::Display>(o: &Option<T>) -> String {
     o.as_ref().map_or("?".to_string(), |v| v.to_string())
 }
 
-/// The report as text tables.
+/// The report as text tables, for people: a table printer, linear and long on purpose (one
+/// `writeln!` per line of output, in the order printed).
 pub fn render_table(r: &BenchReport) -> String {
     let mut o = String::new();
     let s = &r.settings;
     let sys = &r.system;
-    let i = &sys.info;
-    let limit = match s.limit {
-        Limit::Frames(f) => format!("{f} frames"),
-        Limit::Seconds(x) => format!("{x} s"),
-    };
+    let limit = s.limit;
     if r.inference.is_some() {
         let _ = writeln!(
             o,
@@ -227,23 +225,23 @@ pub fn render_table(r: &BenchReport) -> String {
     let _ = writeln!(
         o,
         "system: {} | {} × {} ({}) | kernel {} | {} | glibc {}",
-        i.board.as_deref().unwrap_or("board unknown"),
-        i.cpu_model,
-        i.cores,
-        i.arch,
-        opt(&i.kernel),
-        i.os.as_deref().unwrap_or("OS unknown"),
-        opt(&i.glibc)
+        sys.board.as_deref().unwrap_or("board unknown"),
+        sys.cpu_model,
+        sys.cores,
+        sys.arch,
+        opt(&sys.kernel),
+        sys.os.as_deref().unwrap_or("OS unknown"),
+        opt(&sys.glibc)
     );
     let _ = writeln!(
         o,
         "tract kernels: {} | dot product: {} | features: {}",
-        i.matmul_kernel,
-        if i.dotprod { "yes" } else { "no" },
-        if i.cpu_features.is_empty() {
+        sys.matmul_kernel,
+        if sys.dotprod { "yes" } else { "no" },
+        if sys.cpu_features.is_empty() {
             "-".to_string()
         } else {
-            i.cpu_features.join(" ")
+            sys.cpu_features.join(" ")
         }
     );
     let t = |x: Option<f64>, unit: &str| x.map_or("?".to_string(), |v| format!("{v:.1} {unit}"));
@@ -383,6 +381,8 @@ pub fn render_table(r: &BenchReport) -> String {
     o
 }
 
+/// One run's block of the table (model line, stage table, rates, CPU, keep-up): a table
+/// printer, linear and long on purpose.
 fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
     let m = &run.model;
     if titled {
@@ -392,7 +392,7 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         o,
         "model: {}, {}, {}x{}, {} thread(s), load+optimize {:.0} ms | detect every {} | {} | {} ({:.1} s)",
         m.name, m.datum, m.input_w, m.input_h, m.threads, m.load_time_ms, run.detect_every,
-        run.core_map.describe(), run.end, run.wall_s
+        core_map(&run.core_map).describe(), run.end, run.wall_s
     );
     let _ = writeln!(
         o,
@@ -499,6 +499,16 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         k.target_fps,
         k.projected_cpu_pct
     );
+}
+
+/// The pipeline's core map back from the report's, for its one description text.
+fn core_map(c: &bench::CoreMapFigures) -> CoreMap {
+    CoreMap {
+        capture: c.capture,
+        track: c.track,
+        detect: c.detect,
+        matmul: c.matmul.clone(),
+    }
 }
 
 /// A figure with `digits` decimals, or `-` when there is none (a run too short to measure).
