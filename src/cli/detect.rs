@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::detect::{self, Detector, DetectorConfig, ModelSource};
 use crate::geom::ResizeMode;
+use crate::output::DetectionOut;
 
 /// Arguments of `lookout detect`.
 #[derive(Args, Debug, Clone)]
@@ -41,21 +42,7 @@ pub struct ImageResult {
     /// Image height in pixels.
     pub height: u32,
     /// Objects found, best first.
-    pub detections: Vec<JsonDetection>,
-}
-
-/// One detection, as printed by `--json`.
-#[derive(Serialize, Debug)]
-pub struct JsonDetection {
-    /// COCO label.
-    pub label: String,
-    /// Index into the label list.
-    pub class_id: usize,
-    /// Confidence 0..1.
-    pub score: f32,
-    /// `[x0, y0, x1, y1]` in image pixels.
-    #[serde(rename = "box")]
-    pub bbox: [f32; 4],
+    pub detections: Vec<DetectionOut>,
 }
 
 /// Runs the subcommand. Errors that concern one image are printed and counted; the others
@@ -102,15 +89,7 @@ pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
             file: path.display().to_string(),
             width,
             height,
-            detections: dets
-                .iter()
-                .map(|d| JsonDetection {
-                    label: detect::label(d.class_id),
-                    class_id: d.class_id,
-                    score: (d.score * 1e4).round() / 1e4,
-                    bbox: d.bbox.to_array().map(|v| (v * 10.0).round() / 10.0),
-                })
-                .collect(),
+            detections: dets.iter().map(DetectionOut::of_detection).collect(),
         };
         if args.json {
             println!("{}", serde_json::to_string(&res)?);
