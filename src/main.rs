@@ -1,8 +1,8 @@
-//! The `lookout` command: parses arguments and maps results to exit codes
-//! (0 clean, 1 runtime failure, 78 bad configuration — EX_CONFIG, so systemd's
-//! `RestartPreventExitStatus=78` does not restart-loop on a typo; 64 a command line clap
-//! refuses — EX_USAGE, not clap's own 2; `lookout bench` also exits 2 when the golden
-//! self-check failed).
+//! The `lookout` command: parses arguments, calls the subcommand and maps its result to an
+//! exit status through the one policy of [`lookout::cli::exit`] (0 clean, 1 runtime failure,
+//! 78 bad configuration — EX_CONFIG, so systemd's `RestartPreventExitStatus=78` does not
+//! restart-loop on a typo; 64 a command line clap refuses — EX_USAGE, not clap's own 2;
+//! `lookout bench` also exits 2 when the golden self-check failed).
 
 // Nothing outside tests may panic on bad input (tests/tidy.rs checks this line is here).
 #![cfg_attr(
@@ -11,17 +11,11 @@
 )]
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use lookout::cli;
-
-/// Exit status for a bad configuration (sysexits.h EX_CONFIG).
-const EX_CONFIG: u8 = 78;
-/// Exit status for a command line clap refuses (sysexits.h EX_USAGE): clap's own 2 would read
-/// as `lookout bench`'s "self-check failed".
-const EX_USAGE: u8 = 64;
+use lookout::cli::{self, exit, exit::Channel, exit::Failure};
 
 /// Object detection for the Raspberry Pi: camera in, tracked objects out.
 #[derive(Parser, Debug)]
@@ -39,11 +33,11 @@ enum Command {
     Detect(cli::detect::DetectArgs),
     /// Measure the pipeline on the camera or the bundled clip: per-stage times, fps, CPU per
     /// core, memory; optionally sweep threads, detection interval or model.
-    Bench(lookout::cli::bench::BenchArgs),
+    Bench(cli::bench::BenchArgs),
     /// List V4L2 capture devices with their formats, sizes and frame rates.
-    Devices(lookout::cli::devices::DevicesArgs),
+    Devices(cli::devices::DevicesArgs),
     /// Read frames from a source (camera or file) and report what came back.
-    Capture(lookout::cli::capture::CaptureArgs),
+    Capture(cli::capture::CaptureArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig {
         /// The TOML file.
@@ -58,80 +52,38 @@ fn main() -> ExitCode {
             // Help and version go to stdout with status 0; refusals to stderr.
             let _ = e.print();
             return if e.use_stderr() {
-                ExitCode::from(EX_USAGE)
+                ExitCode::from(exit::EX_USAGE)
             } else {
                 ExitCode::SUCCESS
             };
         }
     };
     lookout::logging::init();
-    match &cli.command {
-        Command::Detect(a) => match cli::detect::run(a) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("lookout: {e:#}");
-                ExitCode::from(1)
-            }
-        },
-        Command::Run(a) => match cli::run::run(a) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(cli::run::RunError::Config(errs)) => {
-                for e in &errs.0 {
-                    log::error!(LOOKOUT_EVENT = "config_error", CONFIG_KEY = e.key.as_str(); "bad configuration: {e}");
-                }
-                ExitCode::from(EX_CONFIG)
-            }
-            Err(e) => {
-                log::error!(LOOKOUT_EVENT = "fatal"; "{e:#}");
-                ExitCode::from(1)
-            }
-        },
-        Command::Bench(a) => match lookout::cli::bench::run(a) {
-            Ok(lookout::cli::bench::BenchOutcome::Ok) => ExitCode::SUCCESS,
-            Ok(lookout::cli::bench::BenchOutcome::SelfCheckFailed) => {
-                ExitCode::from(lookout::cli::bench::EXIT_SELF_CHECK_FAILED)
-            }
-            Err(lookout::bench::BenchError::Config(errs)) => {
-                for e in &errs.0 {
-                    eprintln!("lookout: bad configuration: {e}");
-                }
-                ExitCode::from(EX_CONFIG)
-            }
-            Err(e) => {
-                eprintln!("lookout: {e:#}");
-                ExitCode::from(1)
-            }
-        },
-        Command::Devices(a) => exit_of(lookout::cli::devices::run_devices(a)),
-        Command::Capture(a) => exit_of(lookout::cli::capture::run_capture(a)),
-        Command::CheckConfig { file } => match lookout::config::Config::load(file) {
-            Ok(cfg) => {
-                // A closed pipe (`check-config FILE | head`) is not worth a panic.
-                let _ = writeln!(
-                    std::io::stdout().lock(),
-                    "# {}: valid; effective configuration:\n{}",
-                    file.display(),
-                    cfg.to_toml()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(errs) => {
-                for e in &errs.0 {
-                    eprintln!("lookout: bad configuration: {e}");
-                }
-                ExitCode::from(EX_CONFIG)
-            }
-        },
-    }
+    let result = match &cli.command {
+        Command::Detect(a) => cli::detect::run(a),
+        Command::Run(a) => cli::run::run(a),
+        Command::Bench(a) => exit::bench_result(cli::bench::run(a)),
+        Command::Devices(a) => cli::devices::run_devices(a).map_err(Failure::from),
+        Command::Capture(a) => cli::capture::run_capture(a).map_err(Failure::from),
+        Command::CheckConfig { file } => check_config(file),
+    };
+    // The daemon tells its failures to the journal; the other commands to the terminal.
+    let channel = match cli.command {
+        Command::Run(_) => Channel::Log,
+        _ => Channel::Stderr,
+    };
+    exit::finish(result, channel)
 }
 
-fn exit_of(r: anyhow::Result<()>) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lookout: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+/// `lookout check-config FILE`: the effective configuration on stdout.
+fn check_config(file: &Path) -> Result<(), Failure> {
+    let cfg = lookout::config::Config::load(file)?;
+    // A closed pipe (`check-config FILE | head`) is not worth a panic.
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "# {}: valid; effective configuration:\n{}",
+        file.display(),
+        cfg.to_toml()
+    );
+    Ok(())
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
+use crate::cli::exit::Failure;
 use crate::detect::{self, Detector, DetectorConfig, ModelSource};
 use crate::geom::ResizeMode;
 use crate::output::DetectionOut;
@@ -45,14 +46,15 @@ pub struct ImageResult {
     pub detections: Vec<DetectionOut>,
 }
 
-/// Runs the subcommand. Errors that concern one image are printed and counted; the others
-/// are still processed. Returns `Ok(false)` if any image failed.
-pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
+/// Runs the subcommand. Errors that concern one image are printed as they happen and the
+/// other images still processed; then the result is [`Failure::Reported`] (exit status 1).
+pub fn run(args: &DetectArgs) -> Result<(), Failure> {
     if !(0.0..=1.0).contains(&args.threshold) {
-        anyhow::bail!("--threshold {} is outside 0..1", args.threshold);
+        let e = anyhow::anyhow!("--threshold {} is outside 0..1", args.threshold);
+        return Err(e.into());
     }
     if args.threads == 0 {
-        anyhow::bail!("--threads must be at least 1");
+        return Err(anyhow::anyhow!("--threads must be at least 1").into());
     }
     let cfg = DetectorConfig {
         model: args
@@ -68,7 +70,7 @@ pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
         },
         ..DetectorConfig::default()
     };
-    let detector = Detector::load(&cfg)?;
+    let detector = Detector::load(&cfg).map_err(anyhow::Error::from)?;
     let mut all_ok = true;
     for path in &args.images {
         let result = detect::read_rgb_image(path).and_then(|(rgb, w, h)| {
@@ -92,12 +94,19 @@ pub fn run(args: &DetectArgs) -> anyhow::Result<bool> {
             detections: dets.iter().map(DetectionOut::of_detection).collect(),
         };
         if args.json {
-            println!("{}", serde_json::to_string(&res)?);
+            println!(
+                "{}",
+                serde_json::to_string(&res).map_err(anyhow::Error::from)?
+            );
         } else {
             print_table(&res);
         }
     }
-    Ok(all_ok)
+    if all_ok {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
+    }
 }
 
 fn print_table(res: &ImageResult) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use crate::cli::exit::Failure;
 use crate::config::{Config, ConfigErrors, Problem};
 use crate::pipeline::{self, EndReason, Part, Parts, RunOptions, Summary};
 use crate::service::{Notifier, Signals};
@@ -21,17 +22,6 @@ pub struct RunArgs {
     pub tracks_out: Option<PathBuf>,
 }
 
-/// How `run` ended badly.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The configuration is invalid (exit status 78).
-    #[error("{0}")]
-    Config(#[from] ConfigErrors),
-    /// Anything else (exit status 1).
-    #[error(transparent)]
-    Runtime(#[from] anyhow::Error),
-}
-
 /// Loads the configuration named on the command line, or the built-in defaults.
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config, ConfigErrors> {
     match path {
@@ -40,8 +30,9 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config, ConfigErrors> {
     }
 }
 
-/// Runs the daemon until the source ends or a signal stops it.
-pub fn run(args: &RunArgs) -> Result<(), RunError> {
+/// Runs the daemon until the source ends or a signal stops it. A bad configuration is
+/// [`Failure::Config`] (exit status 78), anything else [`Failure::Runtime`].
+pub fn run(args: &RunArgs) -> Result<(), Failure> {
     match &args.config {
         None => log::info!(
             LOOKOUT_EVENT = "config";
@@ -87,7 +78,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
 /// A model that cannot be used, or a source spec no backend reads, is a configuration problem
 /// (exit 78, no restart loop), even when it slipped past validation (a file changed in
 /// between); anything else is a runtime failure.
-fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> RunError {
+fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
     use crate::detect::DetectError;
     use crate::source::SourceError;
     let problem = match e {
@@ -99,7 +90,7 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> RunError {
         pipeline::PipelineError::Source(s @ SourceError::UnknownSpec { .. }) => {
             Problem::new("source.spec", s.to_string())
         }
-        other => return RunError::Runtime(other.into()),
+        other => return Failure::Runtime(other.into()),
     };
     let file = args
         .config
@@ -110,7 +101,7 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> RunError {
         .config
         .as_ref()
         .and_then(|p| std::fs::read_to_string(p).ok());
-    RunError::Config(ConfigErrors::from_problems(
+    Failure::Config(ConfigErrors::from_problems(
         &file,
         text.as_deref(),
         vec![problem],
