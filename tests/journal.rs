@@ -4,6 +4,9 @@
 //!
 //! Outside that harness (`JOURNAL_MODE` unset) the test checks the stderr form instead, so a
 //! plain `cargo test` still exercises the same fields.
+//!
+//! The other half of living under systemd, the notify socket, is checked here too with the
+//! form of `$NOTIFY_SOCKET` a plain path cannot stand in for: an abstract socket (`@name`).
 
 use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
@@ -144,4 +147,67 @@ fn stats_and_track_events_carry_their_fields() {
         .iter()
         .any(|e| event(e).as_deref() == Some("summary")));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs `lookout run` on the demo clip with `$NOTIFY_SOCKET=@name` (an abstract socket),
+/// `$WATCHDOG_USEC` set and `$WATCHDOG_PID` as given, and returns what it said up to
+/// STOPPING=1.
+fn notifications_on_an_abstract_socket(tag: &str, watchdog_pid: Option<&str>) -> Vec<String> {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    use std::time::Duration;
+
+    let id = format!("{}-{tag}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("lookout-notify-run-{id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = write_config(&dir);
+    let name = format!("lookout-test-run-notify-{id}");
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let server = UnixDatagram::bind_addr(&addr).unwrap();
+    // Generous: the model loads first, and the machine may be busy with other builds.
+    server
+        .set_read_timeout(Some(Duration::from_secs(300)))
+        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
+    cmd.args(["run", "--config"])
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", format!("@{name}"))
+        .env("WATCHDOG_USEC", "20000")
+        .env_remove("WATCHDOG_PID")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(pid) = watchdog_pid {
+        cmd.env("WATCHDOG_PID", pid);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while got.last().map(String::as_str) != Some("STOPPING=1") {
+        match server.recv(&mut buf) {
+            Ok(k) => got.push(String::from_utf8_lossy(&buf[..k]).to_string()),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("no word from lookout run ({e}); so far: {got:?}");
+            }
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(dir);
+    got
+}
+
+/// `$NOTIFY_SOCKET=@name` (an abstract socket, as some systemd versions and containers set it)
+/// hears READY=1, watchdog pings and STOPPING=1 from `lookout run`; with `$WATCHDOG_PID`
+/// naming another process the watchdog is not lookout's: no WATCHDOG=1 although
+/// `$WATCHDOG_USEC` is set.
+#[test]
+fn run_notifies_an_abstract_socket_and_honours_watchdog_pid() {
+    let ours = notifications_on_an_abstract_socket("ours", None);
+    assert!(ours[0].starts_with("READY=1\nSTATUS="), "{ours:?}");
+    assert!(ours.iter().any(|m| m == "WATCHDOG=1"), "{ours:?}");
+    let other = notifications_on_an_abstract_socket("other", Some("1"));
+    assert!(other[0].starts_with("READY=1\nSTATUS="), "{other:?}");
+    assert!(!other.iter().any(|m| m == "WATCHDOG=1"), "{other:?}");
 }
