@@ -187,9 +187,6 @@ fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-// Machine facts, kept reachable under their old paths.
-pub use crate::sysinfo::{allowed_cores, core_count};
-
 /// Opens the source and loads the model for `cfg`, then runs until the source ends, a limit
 /// is reached or `opts.stop` is set.
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, PipelineError> {
