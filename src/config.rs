@@ -327,6 +327,19 @@ impl Config {
     /// system call is consulted, so the result depends on nothing but `self`.
     pub fn check_values(&self) -> Vec<Problem> {
         let mut p = Vec::new();
+        self.check_source(&mut p);
+        self.check_model(&mut p);
+        self.check_pipeline(&mut p);
+        if let Err(e) = self.tracker.validate() {
+            let e = e.with_prefix("tracker");
+            p.push(Problem::new(e.field, e.message));
+        }
+        self.check_output(&mut p);
+        p
+    }
+
+    /// `[source]`: spec, size, format, rate.
+    fn check_source(&self, p: &mut Vec<Problem>) {
         let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
         let s = &self.source;
         if s.spec.trim().is_empty() {
@@ -354,6 +367,11 @@ impl Config {
                 format!("expected 0 (default) or 1..=1000, found {}", s.fps),
             );
         }
+    }
+
+    /// `[model]`: input size, thresholds, detection count, threads.
+    fn check_model(&self, p: &mut Vec<Problem>) {
+        let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
         let m = &self.model;
         match m.input_size.as_slice() {
             [] => {}
@@ -391,6 +409,11 @@ impl Config {
                 format!("expected 1..=64, found {}", m.threads),
             );
         }
+    }
+
+    /// `[pipeline]`: detection interval, stats interval, tracking width.
+    fn check_pipeline(&self, p: &mut Vec<Problem>) {
+        let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
         let pl = &self.pipeline;
         if pl.detect_every == 0 || pl.detect_every > 1000 {
             bad(
@@ -413,10 +436,11 @@ impl Config {
                 format!("expected 32..=1920 pixels, found {}", pl.track_width),
             );
         }
-        if let Err(e) = self.tracker.validate() {
-            let e = e.with_prefix("tracker");
-            bad(&e.field, e.message);
-        }
+    }
+
+    /// `[output]`: the labels to report.
+    fn check_output(&self, p: &mut Vec<Problem>) {
+        let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
         for l in &self.output.labels {
             if labels::class_id(l).is_none() {
                 bad(
@@ -425,7 +449,6 @@ impl Config {
                 );
             }
         }
-        p
     }
 
     /// The pixel format `[source] format` asks for (`None`: the best the camera offers).

@@ -341,9 +341,46 @@ impl Tracker {
     pub fn apply_detections(&mut self, det_seq: u64, dets: &[Detection]) -> ApplyOutcome {
         let now = self.seq.unwrap_or(det_seq);
         let mut outcome = ApplyOutcome::default();
+        let det_cands = self.detection_candidates(dets, &mut outcome);
+        let (track_idx, track_cands) = self.candidates_at(det_seq);
+        let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
+        let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
 
-        let det_cands: Vec<(usize, Candidate)> = dets
-            .iter()
+        let mut track_matched = vec![false; track_idx.len()];
+        let mut det_matched = vec![false; det_cands.len()];
+        for &(ci, di) in &pairs {
+            track_matched[ci] = true;
+            det_matched[di] = true;
+            let det = &dets[det_cands[di].0];
+            self.correct(track_idx[ci], track_cands[ci].bbox, det, det_seq, now);
+            outcome.matched += 1;
+        }
+        for (ci, matched) in track_matched.iter().enumerate() {
+            if !*matched {
+                self.count_miss(track_idx[ci]);
+                outcome.missed += 1;
+            }
+        }
+        for (di, matched) in det_matched.iter().enumerate() {
+            if !*matched {
+                self.start_tentative(&dets[det_cands[di].0], det_seq, now);
+                outcome.started += 1;
+            }
+        }
+        self.confirm();
+        self.bury_dead();
+        self.rebuild_output();
+        outcome
+    }
+
+    /// The detections that may be matched (valid box, a class of interest) with their index
+    /// in `dets`; the others are counted as ignored.
+    fn detection_candidates(
+        &self,
+        dets: &[Detection],
+        outcome: &mut ApplyOutcome,
+    ) -> Vec<(usize, Candidate)> {
+        dets.iter()
             .enumerate()
             .filter(|(_, d)| {
                 let ok = box_is_valid(&d.bbox)
@@ -360,7 +397,11 @@ impl Tracker {
                     },
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    /// The tracks that existed at `det_seq` (indices into `self.tracks`) and their boxes then.
+    fn candidates_at(&self, det_seq: u64) -> (Vec<usize>, Vec<Candidate>) {
         let mut track_idx = Vec::with_capacity(self.tracks.len());
         let mut track_cands = Vec::with_capacity(self.tracks.len());
         for (i, t) in self.tracks.iter().enumerate() {
@@ -375,88 +416,83 @@ impl Tracker {
                 });
             }
         }
-        let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
-        let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
+        (track_idx, track_cands)
+    }
 
-        let mut track_matched = vec![false; track_idx.len()];
-        let mut det_matched = vec![false; det_cands.len()];
+    /// Corrects track `ti`, whose box at `det_seq` was `then`, with the detection `det` made
+    /// on that frame: the offset carried to its current box, the detection's score taken.
+    fn correct(&mut self, ti: usize, then: BBox, det: &Detection, det_seq: u64, now: u64) {
         let detection_noise = self.cfg.kalman.detection_noise;
-        for &(ci, di) in &pairs {
-            track_matched[ci] = true;
-            det_matched[di] = true;
-            let det = &dets[det_cands[di].0];
-            let then = track_cands[ci].bbox;
-            let t = &mut self.tracks[track_idx[ci]];
-            let current = t.kf.bbox();
-            // The detection relative to where the track was at det_seq, applied to now.
-            let target = if det_seq >= now {
-                det.bbox
-            } else {
-                carry(&current, &then, &det.bbox)
-            };
-            t.kf.anchor(&target, detection_noise);
-            let corrected = t.kf.bbox();
-            // Keep the history consistent with the correction, so a later detection of a frame
-            // after det_seq is not corrected twice.
-            t.history
-                .map_from(det_seq, |b| carry(b, &current, &corrected));
-            t.visual_failures = 0;
-            let p = &mut t.public;
-            p.bbox = corrected;
-            p.velocity = t.kf.velocity();
-            p.score = det.score;
-            p.hits = p.hits.saturating_add(1);
-            p.misses = 0;
-            p.frames_since_detection = p.frames_since_detection.min(now.saturating_sub(det_seq));
-            p.detected = self.seq == Some(det_seq);
-            outcome.matched += 1;
+        let detected = self.seq == Some(det_seq);
+        let t = &mut self.tracks[ti];
+        let current = t.kf.bbox();
+        // The detection relative to where the track was at det_seq, applied to now.
+        let target = if det_seq >= now {
+            det.bbox
+        } else {
+            carry(&current, &then, &det.bbox)
+        };
+        t.kf.anchor(&target, detection_noise);
+        let corrected = t.kf.bbox();
+        // Keep the history consistent with the correction, so a later detection of a frame
+        // after det_seq is not corrected twice.
+        t.history
+            .map_from(det_seq, |b| carry(b, &current, &corrected));
+        t.visual_failures = 0;
+        let p = &mut t.public;
+        p.bbox = corrected;
+        p.velocity = t.kf.velocity();
+        p.score = det.score;
+        p.hits = p.hits.saturating_add(1);
+        p.misses = 0;
+        p.frames_since_detection = p.frames_since_detection.min(now.saturating_sub(det_seq));
+        p.detected = detected;
+    }
+
+    /// Track `ti` was a candidate but no detection matched it: a tentative track dies, a
+    /// confirmed one after `max_misses`.
+    fn count_miss(&mut self, ti: usize) {
+        let t = &mut self.tracks[ti];
+        t.public.misses = t.public.misses.saturating_add(1);
+        if !t.confirmed || t.public.misses >= self.cfg.max_misses {
+            t.dead = Some(EndReason::Missed);
         }
-        for (ci, matched) in track_matched.iter().enumerate() {
-            if *matched {
-                continue;
-            }
-            outcome.missed += 1;
-            let t = &mut self.tracks[track_idx[ci]];
-            t.public.misses = t.public.misses.saturating_add(1);
-            if !t.confirmed || t.public.misses >= self.cfg.max_misses {
-                t.dead = Some(EndReason::Missed);
-            }
-        }
-        for (di, matched) in det_matched.iter().enumerate() {
-            if *matched {
-                continue;
-            }
-            let det = &dets[det_cands[di].0];
-            let mut history = History::new(self.cfg.history_len);
-            history.push(det_seq, det.bbox);
-            history.push(now, det.bbox);
-            self.tracks.push(TrackState {
-                public: Track {
-                    id: 0,
-                    class_id: det.class_id,
-                    score: det.score,
-                    bbox: det.bbox,
-                    velocity: (0.0, 0.0),
-                    seq: now,
-                    first_seq: now,
-                    detected: self.seq == Some(det_seq),
-                    age_frames: 0,
-                    hits: 1,
-                    misses: 0,
-                    frames_since_detection: now.saturating_sub(det_seq),
-                    visual_ok: false,
-                    end_reason: None,
-                },
-                confirmed: false,
-                birth_seq: det_seq,
-                kf: BoxKalman::new(&det.bbox, self.kalman, detection_noise),
-                history,
-                visual_failures: 0,
-                dead: None,
-            });
-            outcome.started += 1;
-        }
-        // Confirm in track order (oldest first), so ids follow the order tracks were started.
+    }
+
+    /// Starts a tentative track (no id yet) at an unmatched detection's box.
+    fn start_tentative(&mut self, det: &Detection, det_seq: u64, now: u64) {
+        let mut history = History::new(self.cfg.history_len);
+        history.push(det_seq, det.bbox);
+        history.push(now, det.bbox);
+        self.tracks.push(TrackState {
+            public: Track {
+                id: 0,
+                class_id: det.class_id,
+                score: det.score,
+                bbox: det.bbox,
+                velocity: (0.0, 0.0),
+                seq: now,
+                first_seq: now,
+                detected: self.seq == Some(det_seq),
+                age_frames: 0,
+                hits: 1,
+                misses: 0,
+                frames_since_detection: now.saturating_sub(det_seq),
+                visual_ok: false,
+                end_reason: None,
+            },
+            confirmed: false,
+            birth_seq: det_seq,
+            kf: BoxKalman::new(&det.bbox, self.kalman, self.cfg.kalman.detection_noise),
+            history,
+            visual_failures: 0,
+            dead: None,
+        });
+    }
+
+    /// Confirms the tentative tracks with enough hits, in track order (oldest first), so ids
+    /// follow the order tracks were started.
+    fn confirm(&mut self) {
         for t in &mut self.tracks {
             if !t.confirmed && t.dead.is_none() && t.public.hits >= self.cfg.confirm_hits {
                 t.confirmed = true;
@@ -465,9 +501,6 @@ impl Tracker {
                 self.events.push(TrackEvent::Started(t.public.clone()));
             }
         }
-        self.bury_dead();
-        self.rebuild_output();
-        outcome
     }
 
     /// Ends every track (with [`TrackEvent::Ended`], reason [`EndReason::Reset`], for the
