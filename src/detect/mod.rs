@@ -224,25 +224,8 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
             model.inputs.len()
         )));
     }
-    let declared = model
-        .input_fact(0)
-        .ok()
-        .and_then(|f| f.shape.as_concrete_finite().ok().flatten())
-        .map(|s| s.to_vec());
-    let (w, h) = match (cfg.input_size, declared.as_deref()) {
-        (Some(wh), _) => wh,
-        (None, Some([1, 3, h, w])) => (*w as u32, *h as u32),
-        (None, other) => {
-            return Err(wrong(format!(
-                "input shape {other:?} is not [1, 3, H, W]; give the input size explicitly"
-            )));
-        }
-    };
-    if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
-        return Err(wrong(format!(
-            "input size {w}x{h}: both sides must be positive multiples of 32"
-        )));
-    }
+    let declared = declared_input_shape(&model);
+    let (w, h) = input_size(cfg.input_size, declared.as_deref()).map_err(wrong)?;
     model.select_outputs_by_name(OUTPUT_NAMES).map_err(|e| {
         wrong(format!(
             "lacks the NanoDet outputs {OUTPUT_NAMES:?} ({})",
@@ -264,8 +247,52 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
             ))
         })?;
     // Check the output shapes before optimizing, so a wrong head says so clearly.
+    check_outputs(&model, w, h).map_err(wrong)?;
+    let datum = datum_of(&model);
+    Ok(Typed {
+        model,
+        name,
+        w,
+        h,
+        datum,
+        capped,
+    })
+}
+
+/// The input shape the file declares, when it is concrete.
+fn declared_input_shape(model: &InferenceModel) -> Option<Vec<usize>> {
+    model
+        .input_fact(0)
+        .ok()
+        .and_then(|f| f.shape.as_concrete_finite().ok().flatten())
+        .map(|s| s.to_vec())
+}
+
+/// The input size to run at: the one asked for, else the file's `[1, 3, H, W]`; both sides
+/// positive multiples of 32.
+fn input_size(asked: Option<(u32, u32)>, declared: Option<&[usize]>) -> Result<(u32, u32), String> {
+    let (w, h) = match (asked, declared) {
+        (Some(wh), _) => wh,
+        (None, Some([1, 3, h, w])) => (*w as u32, *h as u32),
+        (None, other) => {
+            return Err(format!(
+                "input shape {other:?} is not [1, 3, H, W]; give the input size explicitly"
+            ));
+        }
+    };
+    if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
+        return Err(format!(
+            "input size {w}x{h}: both sides must be positive multiples of 32"
+        ));
+    }
+    Ok((w, h))
+}
+
+/// Checks that the typed model's outputs are NanoDet's heads at a `w`×`h` input: f32, with
+/// the class scores and box distributions of each stride's cells.
+fn check_outputs(model: &TypedModel, w: u32, h: u32) -> Result<(), String> {
     for (i, (name_i, &stride)) in OUTPUT_NAMES.iter().zip(&[8, 8, 16, 16, 32, 32]).enumerate() {
-        let fact = model.output_fact(i).map_err(|e| wrong(first_line(&e)))?;
+        let fact = model.output_fact(i).map_err(|e| first_line(&e))?;
         let cells = (w as usize / stride) * (h as usize / stride);
         let per_cell = if i % 2 == 0 {
             decode::NUM_CLASSES
@@ -277,13 +304,18 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
             .as_deref()
             .is_some_and(|s| s.iter().product::<usize>() == cells * per_cell);
         if !ok || fact.datum_type != f32::datum_type() {
-            return Err(wrong(format!(
+            return Err(format!(
                 "output {name_i} is {:?} {:?}, expected f32 with {cells}x{per_cell} values",
                 fact.datum_type, shape
-            )));
+            ));
         }
     }
-    let datum = if model
+    Ok(())
+}
+
+/// `int8` when any tensor of the model is quantized, else `f32`.
+fn datum_of(model: &TypedModel) -> &'static str {
+    if model
         .nodes()
         .iter()
         .any(|n| n.outputs.iter().any(|o| is_quantized(o.fact.datum_type)))
@@ -291,15 +323,7 @@ fn typed_model(cfg: &DetectorConfig) -> Result<Typed, DetectError> {
         "int8"
     } else {
         "f32"
-    };
-    Ok(Typed {
-        model,
-        name,
-        w,
-        h,
-        datum,
-        capped,
-    })
+    }
 }
 
 /// Resets every tensor fact except the input's to "unknown shape" (keeping known datum

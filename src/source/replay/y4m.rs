@@ -26,6 +26,74 @@ pub(super) struct Y4mStream {
     pub(super) last_problem: Option<String>,
 }
 
+/// What a Y4M header line says.
+struct Header {
+    width: u32,
+    height: u32,
+    format: PixelFormat,
+    fps: Option<f64>,
+}
+
+impl Header {
+    /// Parses the header line (without its newline); `Err` says what is wrong with it.
+    fn parse(text: &str) -> Result<Header, String> {
+        let mut tokens = text.split(' ');
+        if tokens.next() != Some("YUV4MPEG2") {
+            return Err("not a Y4M file: the first line does not start with `YUV4MPEG2`".into());
+        }
+        let (mut width, mut height, mut fps, mut colour) = (None, None, None, "420".to_string());
+        for tok in tokens {
+            // Tags are one ASCII letter; a token starting with anything else (bytes that are
+            // not UTF-8 read as U+FFFD) is not one of ours and is ignored like unknown tags.
+            let Some((tag, val)) = tok.get(..1).zip(tok.get(1..)) else {
+                continue;
+            };
+            match tag {
+                "W" => width = val.parse::<u32>().ok(),
+                "H" => height = val.parse::<u32>().ok(),
+                "F" => fps = parse_rate(val).or(fps),
+                "C" => colour = val.to_string(),
+                _ => {}
+            }
+        }
+        let (Some(width), Some(height)) = (width, height) else {
+            return Err(format!("Y4M header {text:?} lacks a valid W or H"));
+        };
+        if width == 0 || height == 0 {
+            return Err(format!("Y4M header {text:?} has a zero size"));
+        }
+        if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
+            return Err(format!(
+                "the Y4M header claims {width}x{height}, over the {MAX_FRAME_SIDE}-pixel limit per side (no camera or recording lookout reads is that large: a corrupt header?)"
+            ));
+        }
+        let format = match colour.as_str() {
+            c if c.starts_with("420") => PixelFormat::Yu12,
+            "422" => PixelFormat::Yuv422p,
+            "mono" => PixelFormat::Grey,
+            other => {
+                return Err(format!(
+                "Y4M colour space C{other} is not supported (expected C420*, C422 or Cmono, 8-bit)"
+            ))
+            }
+        };
+        Ok(Header {
+            width,
+            height,
+            format,
+            fps,
+        })
+    }
+}
+
+/// A Y4M frame rate `N:D`, when both are positive and the rate finite.
+fn parse_rate(val: &str) -> Option<f64> {
+    let mut nd = val.split(':');
+    let n = nd.next().and_then(|n| n.parse::<f64>().ok())?;
+    let d = nd.next().and_then(|d| d.parse::<f64>().ok())?;
+    (n > 0.0 && d > 0.0 && (n / d).is_finite()).then_some(n / d)
+}
+
 impl Y4mStream {
     /// Reads and checks the header. `len` (the stream's length, when known) lets a file too
     /// short for one frame be refused here rather than end the run with nothing.
@@ -54,57 +122,12 @@ impl Y4mStream {
             ));
         }
         let text = String::from_utf8_lossy(&header[..header.len() - 1]).into_owned();
-        let mut tokens = text.split(' ');
-        if tokens.next() != Some("YUV4MPEG2") {
-            return Err(bad(
-                "not a Y4M file: the first line does not start with `YUV4MPEG2`".into(),
-            ));
-        }
-        let (mut width, mut height, mut fps, mut colour) = (None, None, None, "420".to_string());
-        for tok in tokens {
-            // Tags are one ASCII letter; a token starting with anything else (bytes that are
-            // not UTF-8 read as U+FFFD) is not one of ours and is ignored like unknown tags.
-            let Some((tag, val)) = tok.get(..1).zip(tok.get(1..)) else {
-                continue;
-            };
-            match tag {
-                "W" => width = val.parse::<u32>().ok(),
-                "H" => height = val.parse::<u32>().ok(),
-                "F" => {
-                    let mut nd = val.split(':');
-                    let n = nd.next().and_then(|n| n.parse::<f64>().ok());
-                    let d = nd.next().and_then(|d| d.parse::<f64>().ok());
-                    if let (Some(n), Some(d)) = (n, d) {
-                        if n > 0.0 && d > 0.0 && (n / d).is_finite() {
-                            fps = Some(n / d);
-                        }
-                    }
-                }
-                "C" => colour = val.to_string(),
-                _ => {}
-            }
-        }
-        let (Some(width), Some(height)) = (width, height) else {
-            return Err(bad(format!("Y4M header {text:?} lacks a valid W or H")));
-        };
-        if width == 0 || height == 0 {
-            return Err(bad(format!("Y4M header {text:?} has a zero size")));
-        }
-        if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
-            return Err(bad(format!(
-                "the Y4M header claims {width}x{height}, over the {MAX_FRAME_SIDE}-pixel limit per side (no camera or recording lookout reads is that large: a corrupt header?)"
-            )));
-        }
-        let format = match colour.as_str() {
-            c if c.starts_with("420") => PixelFormat::Yu12,
-            "422" => PixelFormat::Yuv422p,
-            "mono" => PixelFormat::Grey,
-            other => {
-                return Err(bad(format!(
-                "Y4M colour space C{other} is not supported (expected C420*, C422 or Cmono, 8-bit)"
-            )))
-            }
-        };
+        let Header {
+            width,
+            height,
+            format,
+            fps,
+        } = Header::parse(&text).map_err(bad)?;
         // Raw formats always have a length; sides ≤ MAX_FRAME_SIDE keep it small.
         let frame_len = format.frame_len(width, height).unwrap_or(0);
         let data_start = header.len() as u64;

@@ -9,7 +9,7 @@ use v4l::video::Capture;
 use v4l::Device;
 
 use super::devices::{describe_rates, describe_sizes, fourcc_str, fps_of};
-use super::mmap::MmapQueue;
+use super::mmap::{BufMeta, MmapQueue};
 use super::{V4L2_BUF_FLAG_ERROR, V4L2_BUF_FLAG_TIMESTAMP_MASK, V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC};
 use crate::frame::{monotonic_now, Frame, PixelFormat};
 use crate::source::newest::{pack_rows, take_newest, BufferQueue};
@@ -168,6 +168,30 @@ impl V4l2Source {
     }
 }
 
+impl V4l2Source {
+    /// No frame within the timeout (counted).
+    fn timed_out(&mut self) -> SourceError {
+        self.stats.timeouts += 1;
+        SourceError::Timeout {
+            device: self.path.clone(),
+            timeout: self.opts.timeout,
+        }
+    }
+
+    /// An ioctl failed: the camera is lost (reopened with back-off) when the device is gone,
+    /// else the error names the operation.
+    fn device_error(&mut self, op: &'static str, e: io::Error) -> SourceError {
+        if is_gone(&e) {
+            return self.lose(e);
+        }
+        SourceError::Device {
+            device: self.path.clone(),
+            op,
+            source: e,
+        }
+    }
+}
+
 impl FrameSource for V4l2Source {
     fn next(&mut self) -> Result<Option<Frame>, SourceError> {
         if matches!(self.state, State::Lost { .. }) {
@@ -181,21 +205,8 @@ impl FrameSource for V4l2Source {
             let wait = deadline.saturating_duration_since(Instant::now());
             let newest = match take_newest(&mut open.queue, wait) {
                 Ok(Some(n)) => n,
-                Ok(None) => {
-                    self.stats.timeouts += 1;
-                    return Err(SourceError::Timeout {
-                        device: self.path.clone(),
-                        timeout: self.opts.timeout,
-                    });
-                }
-                Err(e) if is_gone(&e) => return Err(self.lose(e)),
-                Err(e) => {
-                    return Err(SourceError::Device {
-                        device: self.path.clone(),
-                        op: "VIDIOC_DQBUF",
-                        source: e,
-                    })
-                }
+                Ok(None) => return Err(self.timed_out()),
+                Err(e) => return Err(self.device_error("VIDIOC_DQBUF", e)),
             };
             self.stats.dropped_stale += newest.dropped;
             let meta = open.queue.meta[newest.index];
@@ -213,14 +224,7 @@ impl FrameSource for V4l2Source {
                 )
                 .is_some();
             if let Err(e) = open.queue.requeue(newest.index) {
-                if is_gone(&e) {
-                    return Err(self.lose(e));
-                }
-                return Err(SourceError::Device {
-                    device: self.path.clone(),
-                    op: "VIDIOC_QBUF",
-                    source: e,
-                });
+                return Err(self.device_error("VIDIOC_QBUF", e));
             }
             if !ok {
                 self.stats.corrupt += 1;
@@ -233,25 +237,11 @@ impl FrameSource for V4l2Source {
                     meta.flags
                 );
                 if Instant::now() >= deadline {
-                    self.stats.timeouts += 1;
-                    return Err(SourceError::Timeout {
-                        device: self.path.clone(),
-                        timeout: self.opts.timeout,
-                    });
+                    return Err(self.timed_out());
                 }
                 continue;
             }
-            // Buffer timestamps are CLOCK_MONOTONIC unless the driver says otherwise.
-            let monotonic =
-                meta.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC;
-            // A timestamp from the future (vivid stamps the frame's ideal time, which runs ahead
-            // of a slow machine) would make frame ages 0: such frames count from now.
-            let now = monotonic_now();
-            let captured_at = if meta.timestamp.is_zero() || !monotonic {
-                now
-            } else {
-                meta.timestamp.min(now)
-            };
+            let captured_at = capture_time(&meta);
             // Sequence numbers count every frame dequeued, so gaps show the dropped ones.
             let seq = self.next_seq + newest.dropped;
             self.next_seq = seq + 1;
@@ -288,6 +278,20 @@ impl FrameSource for V4l2Source {
     }
 }
 
+/// When a buffer was captured on the monotonic clock: its timestamp when the driver stamps
+/// CLOCK_MONOTONIC (the V4L2 default), else now. A timestamp from the future (vivid stamps the
+/// frame's ideal time, which runs ahead of a slow machine) would make frame ages 0: such
+/// frames count from now.
+fn capture_time(meta: &BufMeta) -> Duration {
+    let monotonic = meta.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC;
+    let now = monotonic_now();
+    if meta.timestamp.is_zero() || !monotonic {
+        now
+    } else {
+        meta.timestamp.min(now)
+    }
+}
+
 /// ENODEV, ENXIO or EIO: the device is gone (unplugged, driver unloaded).
 fn is_gone(e: &io::Error) -> bool {
     matches!(
@@ -306,6 +310,37 @@ fn dev_err<'a>(path: &'a str, op: &'static str) -> impl FnOnce(io::Error) -> Sou
 
 /// Opens the device, negotiates, allocates and queues buffers, starts streaming.
 fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), SourceError> {
+    let device = open_capture_device(path)?;
+    let offered: Vec<[u8; 4]> = device
+        .enum_formats()
+        .map_err(dev_err(path, "VIDIOC_ENUM_FMT"))?
+        .iter()
+        .map(|d| d.fourcc.repr)
+        .collect();
+    let format = choose_format(path, opts.format, &offered)?;
+    let got = set_format(path, &device, format, &offered, opts)?;
+    let fps = set_rate(path, &device, format, &got, opts.fps)?;
+    let negotiated = Negotiated {
+        format,
+        width: got.width,
+        height: got.height,
+        stride: got.stride.max(packed_row(format, got.width)),
+        fps,
+    };
+    let mut queue = MmapQueue::new(device.handle(), opts.buffers.clamp(2, 32))
+        .map_err(dev_err(path, "VIDIOC_REQBUFS/mmap"))?;
+    queue.start().map_err(dev_err(path, "VIDIOC_STREAMON"))?;
+    Ok((
+        Open {
+            queue,
+            _device: device,
+        },
+        negotiated,
+    ))
+}
+
+/// Opens `path` and checks that it is a streaming capture device.
+fn open_capture_device(path: &str) -> Result<Device, SourceError> {
     let device = Device::with_path(path).map_err(|source| SourceError::NoDevice {
         device: path.to_string(),
         source,
@@ -323,27 +358,34 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
             card: caps.card,
         });
     }
-    let offered: Vec<[u8; 4]> = device
-        .enum_formats()
-        .map_err(dev_err(path, "VIDIOC_ENUM_FMT"))?
+    Ok(device)
+}
+
+/// FourCCs as `A, B, C` for error texts.
+fn fourcc_list(codes: &[[u8; 4]]) -> String {
+    codes
         .iter()
-        .map(|d| d.fourcc.repr)
-        .collect();
-    let list = |codes: &[[u8; 4]]| {
-        codes
-            .iter()
-            .map(|c| fourcc_str(*c))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let format = match opts.format {
-        Some(f) if offered.contains(&f.fourcc()) => f,
-        Some(f) => {
-            return Err(SourceError::Negotiate {
-                device: path.to_string(),
-                message: format!("format {f} not offered; the device offers {}", list(&offered)),
-            })
-        }
+        .map(|c| fourcc_str(*c))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The format asked for if the device offers it, else (none asked for) the first of
+/// [`PREFERRED`] it offers.
+fn choose_format(
+    path: &str,
+    wanted: Option<PixelFormat>,
+    offered: &[[u8; 4]],
+) -> Result<PixelFormat, SourceError> {
+    match wanted {
+        Some(f) if offered.contains(&f.fourcc()) => Ok(f),
+        Some(f) => Err(SourceError::Negotiate {
+            device: path.to_string(),
+            message: format!(
+                "format {f} not offered; the device offers {}",
+                fourcc_list(offered)
+            ),
+        }),
         None => PREFERRED
             .into_iter()
             .find(|f| offered.contains(&f.fourcc()))
@@ -352,10 +394,21 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
                 message: format!(
                     "none of the formats lookout reads from a camera ({}) is offered; the device offers {}",
                     PREFERRED.map(|f| f.to_string()).join(", "),
-                    list(&offered)
+                    fourcc_list(offered)
                 ),
-            })?,
-    };
+            }),
+    }
+}
+
+/// Sets `format` at the size asked for (or the device's current size); the driver must keep
+/// the format, and the size when one was asked for.
+fn set_format(
+    path: &str,
+    device: &Device,
+    format: PixelFormat,
+    offered: &[[u8; 4]],
+    opts: &SourceOptions,
+) -> Result<v4l::Format, SourceError> {
     let current = device.format().map_err(dev_err(path, "VIDIOC_G_FMT"))?;
     let want_w = opts.width.unwrap_or(current.width);
     let want_h = opts.height.unwrap_or(current.height);
@@ -369,7 +422,7 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
             message: format!(
                 "asked for {format}, the driver switched to {}; the device offers {}",
                 fourcc_str(got.fourcc.repr),
-                list(&offered)
+                fourcc_list(offered)
             ),
         });
     }
@@ -382,56 +435,57 @@ fn open_device(path: &str, opts: &SourceOptions) -> Result<(Open, Negotiated), S
                 "size {want_w}x{want_h} not available in {format} (driver offered {}x{}); sizes: {}",
                 got.width,
                 got.height,
-                describe_sizes(&device, format.fourcc())
+                describe_sizes(device, format.fourcc())
             ),
         });
     }
-    let mut fps = device
+    Ok(got)
+}
+
+/// Sets the frame rate asked for (within 5 %), and returns the rate in effect.
+fn set_rate(
+    path: &str,
+    device: &Device,
+    format: PixelFormat,
+    got: &v4l::Format,
+    wanted: Option<u32>,
+) -> Result<Option<f64>, SourceError> {
+    let current = device
         .params()
         .ok()
         .and_then(|p| fps_of(p.interval.numerator, p.interval.denominator));
-    if let Some(want) = opts.fps {
-        let set = device
-            .set_params(&v4l::video::capture::Parameters::with_fps(want))
-            .map_err(dev_err(path, "VIDIOC_S_PARM"))?;
-        fps = fps_of(set.interval.numerator, set.interval.denominator);
-        let ok = fps.is_some_and(|f| (f - want as f64).abs() <= want as f64 * 0.05);
-        if !ok {
-            return Err(SourceError::Negotiate {
-                device: path.to_string(),
-                message: format!(
-                    "{want} fps not available at {format} {}x{} (driver set {}); rates: {}",
-                    got.width,
-                    got.height,
-                    fps.map_or("none".to_string(), |f| format!("{f:.2} fps")),
-                    describe_rates(&device, format.fourcc(), got.width, got.height)
-                ),
-            });
-        }
+    let Some(want) = wanted else {
+        return Ok(current);
+    };
+    let set = device
+        .set_params(&v4l::video::capture::Parameters::with_fps(want))
+        .map_err(dev_err(path, "VIDIOC_S_PARM"))?;
+    let fps = fps_of(set.interval.numerator, set.interval.denominator);
+    let ok = fps.is_some_and(|f| (f - want as f64).abs() <= want as f64 * 0.05);
+    if !ok {
+        return Err(SourceError::Negotiate {
+            device: path.to_string(),
+            message: format!(
+                "{want} fps not available at {format} {}x{} (driver set {}); rates: {}",
+                got.width,
+                got.height,
+                fps.map_or("none".to_string(), |f| format!("{f:.2} fps")),
+                describe_rates(device, format.fourcc(), got.width, got.height)
+            ),
+        });
     }
-    let packed_row = match format.frame_len(got.width, 1) {
-        Some(_) if matches!(format, PixelFormat::Nv12 | PixelFormat::Yu12) => got.width,
-        Some(_) if format == PixelFormat::Yuv422p => got.width,
+    Ok(fps)
+}
+
+/// The bytes of one row of the first plane without padding (0 for compressed formats): the
+/// least stride a driver may report.
+fn packed_row(format: PixelFormat, width: u32) -> u32 {
+    match format.frame_len(width, 1) {
+        Some(_) if matches!(format, PixelFormat::Nv12 | PixelFormat::Yu12) => width,
+        Some(_) if format == PixelFormat::Yuv422p => width,
         Some(n) => n as u32,
         None => 0,
-    };
-    let negotiated = Negotiated {
-        format,
-        width: got.width,
-        height: got.height,
-        stride: got.stride.max(packed_row),
-        fps,
-    };
-    let mut queue = MmapQueue::new(device.handle(), opts.buffers.clamp(2, 32))
-        .map_err(dev_err(path, "VIDIOC_REQBUFS/mmap"))?;
-    queue.start().map_err(dev_err(path, "VIDIOC_STREAMON"))?;
-    Ok((
-        Open {
-            queue,
-            _device: device,
-        },
-        negotiated,
-    ))
+    }
 }
 
 #[cfg(test)]
