@@ -460,6 +460,41 @@ pub fn frame_to_tensor(
     out: &mut [f32],
     scratch: &mut Scratch,
 ) -> Result<Mapping, PreprocessError> {
+    check_tensor_args(frame, input_w, input_h, out.len())?;
+    let (w, h) = (frame.width, frame.height);
+    let map = Mapping::new(w, h, input_w, input_h, mode);
+    let (x_off, y_off) = (map.pad_x as usize, map.pad_y as usize);
+    let inner_w = ((w as f32 * map.scale_x).round() as usize).min(input_w as usize - x_off);
+    let inner_h = ((h as f32 * map.scale_y).round() as usize).min(input_h as usize - y_off);
+    let lay = layout(frame.format, w, h);
+    scratch.set_taps(
+        TensorKey {
+            layout: lay,
+            input_w,
+            input_h,
+            mode,
+        },
+        inner_w,
+        inner_h,
+    );
+    let plane = input_w as usize * input_h as usize;
+    let (out_b, rest) = out.split_at_mut(plane);
+    let (out_g, out_r) = rest.split_at_mut(plane);
+    let mut outs = [out_b, out_g, out_r];
+    let iw = input_w as usize;
+    fill_padding(&mut outs, iw, (x_off, y_off), (inner_w, inner_h));
+    scratch.fuse(frame, lay, outs, iw, (x_off, y_off))?;
+    Ok(map)
+}
+
+/// The checks of [`frame_to_tensor`]'s arguments: no zero size, a frame its format's size
+/// fits, an output of `3 × input_w × input_h` floats.
+fn check_tensor_args(
+    frame: &Frame,
+    input_w: u32,
+    input_h: u32,
+    out_len: usize,
+) -> Result<(), PreprocessError> {
     let (w, h) = (frame.width, frame.height);
     if w == 0 || h == 0 || input_w == 0 || input_h == 0 {
         return Err(PreprocessError::ZeroSize {
@@ -472,31 +507,48 @@ pub fn frame_to_tensor(
     }
     check_size(frame)?;
     let plane = input_w as usize * input_h as usize;
-    if out.len() != 3 * plane {
+    if out_len != 3 * plane {
         return Err(PreprocessError::BadOutput {
             expected: 3 * plane,
-            found: out.len(),
+            found: out_len,
         });
     }
-    let map = Mapping::new(w, h, input_w, input_h, mode);
-    let (x_off, y_off) = (map.pad_x as usize, map.pad_y as usize);
-    let inner_w = ((w as f32 * map.scale_x).round() as usize).min(input_w as usize - x_off);
-    let inner_h = ((h as f32 * map.scale_y).round() as usize).min(input_h as usize - y_off);
+    Ok(())
+}
 
-    // Taps depend only on geometry: recompute when it changes.
-    let lay = layout(frame.format, w, h);
-    let key = TensorKey {
-        layout: lay,
-        input_w,
-        input_h,
-        mode,
-    };
-    if scratch.key != Some(key) {
-        match lay {
+/// Fills the padding of each output plane (the bands outside the `inner` image placed at
+/// `off`; rows of `iw` floats) with the value black normalizes to.
+fn fill_padding(
+    outs: &mut [&mut [f32]; 3],
+    iw: usize,
+    (x_off, y_off): (usize, usize),
+    (inner_w, inner_h): (usize, usize),
+) {
+    for (c, o) in outs.iter_mut().enumerate() {
+        let pad = -MEAN_BGR[c] / STD_BGR[c];
+        for (y, row) in o.chunks_exact_mut(iw).enumerate() {
+            if y < y_off || y >= y_off + inner_h {
+                row.fill(pad);
+            } else {
+                row[..x_off].fill(pad);
+                row[x_off + inner_w..].fill(pad);
+            }
+        }
+    }
+}
+
+impl Scratch {
+    /// Taps depend only on geometry: recomputes them (and sizes the row buffers) when `key`
+    /// differs from the last call's.
+    fn set_taps(&mut self, key: TensorKey, inner_w: usize, inner_h: usize) {
+        if self.key == Some(key) {
+            return;
+        }
+        match key.layout {
             Layout::Yuv { y, chroma } => {
-                y.taps(inner_w, inner_h, &mut scratch.y_cols, &mut scratch.y_rows);
+                y.taps(inner_w, inner_h, &mut self.y_cols, &mut self.y_rows);
                 if let Some((c, _, _)) = chroma {
-                    c.taps(inner_w, inner_h, &mut scratch.c_cols, &mut scratch.c_rows);
+                    c.taps(inner_w, inner_h, &mut self.c_cols, &mut self.c_rows);
                 }
             }
             Layout::Rgb { w, h } => {
@@ -508,90 +560,75 @@ pub fn frame_to_tensor(
                     width: w,
                     height: h,
                 };
-                g.taps(inner_w, inner_h, &mut scratch.y_cols, &mut scratch.y_rows);
+                g.taps(inner_w, inner_h, &mut self.y_cols, &mut self.y_rows);
             }
         }
-        scratch.row_a.resize(inner_w, 0.0);
-        scratch.row_b.resize(inner_w, 0.0);
-        scratch.row_c.resize(inner_w, 0.0);
-        scratch.key = Some(key);
+        self.row_a.resize(inner_w, 0.0);
+        self.row_b.resize(inner_w, 0.0);
+        self.row_c.resize(inner_w, 0.0);
+        self.key = Some(key);
     }
 
-    // Padding (only the bands outside the image).
-    let (out_b, rest) = out.split_at_mut(plane);
-    let (out_g, out_r) = rest.split_at_mut(plane);
-    let iw = input_w as usize;
-    for (c, o) in [&mut *out_b, &mut *out_g, &mut *out_r]
-        .into_iter()
-        .enumerate()
-    {
-        let pad = -MEAN_BGR[c] / STD_BGR[c];
-        for y in 0..input_h as usize {
-            let row = &mut o[y * iw..(y + 1) * iw];
-            if y < y_off || y >= y_off + inner_h {
-                row.fill(pad);
-            } else {
-                row[..x_off].fill(pad);
-                row[x_off + inner_w..].fill(pad);
-            }
-        }
-    }
-
-    // Split borrows: the sample buffer may live in scratch (decoded MJPEG).
-    let mut rows = (
-        std::mem::take(&mut scratch.row_a),
-        std::mem::take(&mut scratch.row_b),
-        std::mem::take(&mut scratch.row_c),
-    );
-    let mut blends = (
-        std::mem::take(&mut scratch.blend_a),
-        std::mem::take(&mut scratch.blend_b),
-        std::mem::take(&mut scratch.blend_c),
-    );
-    let result = prepare(frame, &mut scratch.decoded).map(|(_, data)| {
-        let taps = (
-            &scratch.y_cols,
-            &scratch.y_rows,
-            &scratch.c_cols,
-            &scratch.c_rows,
+    /// Samples the image part of the tensor with the taps of [`Scratch::set_taps`]: the fused
+    /// colour-convert + resize + normalize loops ([`fused_yuv`], [`fused_rgb`]).
+    fn fuse(
+        &mut self,
+        frame: &Frame,
+        lay: Layout,
+        outs: [&mut [f32]; 3],
+        iw: usize,
+        (x_off, y_off): (usize, usize),
+    ) -> Result<(), PreprocessError> {
+        // Split borrows: the sample buffer may live in scratch (decoded MJPEG).
+        let mut rows = (
+            std::mem::take(&mut self.row_a),
+            std::mem::take(&mut self.row_b),
+            std::mem::take(&mut self.row_c),
         );
-        let outs = [&mut *out_b, &mut *out_g, &mut *out_r];
-        match lay {
-            Layout::Yuv { y, chroma } => {
-                let planes = YuvPlanes { y, chroma };
-                fused_yuv(
+        let mut blends = (
+            std::mem::take(&mut self.blend_a),
+            std::mem::take(&mut self.blend_b),
+            std::mem::take(&mut self.blend_c),
+        );
+        let result = prepare(frame, &mut self.decoded).map(|(_, data)| {
+            let taps = (&self.y_cols, &self.y_rows, &self.c_cols, &self.c_rows);
+            match lay {
+                Layout::Yuv { y, chroma } => {
+                    let planes = YuvPlanes { y, chroma };
+                    fused_yuv(
+                        data,
+                        planes,
+                        taps,
+                        &mut rows,
+                        &mut blends,
+                        outs,
+                        iw,
+                        x_off,
+                        y_off,
+                    )
+                }
+                Layout::Rgb { w, .. } => fused_rgb(
                     data,
-                    planes,
-                    taps,
+                    w as usize * 3,
+                    taps.0,
+                    taps.1,
                     &mut rows,
-                    &mut blends,
+                    &mut blends.0,
                     outs,
                     iw,
                     x_off,
                     y_off,
-                )
+                ),
             }
-            Layout::Rgb { w, .. } => fused_rgb(
-                data,
-                w as usize * 3,
-                taps.0,
-                taps.1,
-                &mut rows,
-                &mut blends.0,
-                outs,
-                iw,
-                x_off,
-                y_off,
-            ),
-        }
-    });
-    scratch.row_a = rows.0;
-    scratch.row_b = rows.1;
-    scratch.row_c = rows.2;
-    scratch.blend_a = blends.0;
-    scratch.blend_b = blends.1;
-    scratch.blend_c = blends.2;
-    result.map(|_| map)
+        });
+        self.row_a = rows.0;
+        self.row_b = rows.1;
+        self.row_c = rows.2;
+        self.blend_a = blends.0;
+        self.blend_b = blends.1;
+        self.blend_c = blends.2;
+        result
+    }
 }
 
 /// Vertical pass: `out[i] = a[i]·(256−w1) + b[i]·w1` for one pair of source rows of `len`

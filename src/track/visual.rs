@@ -291,6 +291,34 @@ impl LucasKanade {
         }
     }
 
+    /// Loads the template around `(lx, ly)` of `plane` and its gradients (central
+    /// differences on a one-pixel-wider sample) into `tmpl`, `gx`, `gy`. Once per point and
+    /// pyramid level.
+    #[inline]
+    fn load_template(&mut self, plane: &Plane, lx: f32, ly: f32) {
+        let win = self.win;
+        let bw = win + 2;
+        let origin = (lx - (self.half + 1) as f32, ly - (self.half + 1) as f32);
+        sample_patch(plane, origin.0, origin.1, bw, &mut self.border);
+        let rows = self.tmpl.chunks_exact_mut(win).zip(
+            self.gx
+                .chunks_exact_mut(win)
+                .zip(self.gy.chunks_exact_mut(win)),
+        );
+        for (j, (t, (gx, gy))) in rows.enumerate() {
+            let up = &self.border[j * bw + 1..][..win];
+            let mid = &self.border[(j + 1) * bw..][..bw];
+            let down = &self.border[(j + 2) * bw + 1..][..win];
+            t.copy_from_slice(&mid[1..=win]);
+            for (g, (&l, &r)) in gx.iter_mut().zip(mid.iter().zip(&mid[2..])) {
+                *g = 0.5 * (r - l);
+            }
+            for (g, (&u, &d)) in gy.iter_mut().zip(up.iter().zip(down)) {
+                *g = 0.5 * (d - u);
+            }
+        }
+    }
+
     /// Tracks the point `(px, py)` of `from` into `to`, starting from displacement `guess`,
     /// using pyramid levels `0..=max_level` (as far as both pyramids have them).
     fn track(
@@ -317,27 +345,7 @@ impl LucasKanade {
             let scale = 1.0 / (1u32 << level) as f32;
             let (fp, tp) = (&from.planes[level], &to.planes[level]);
             let (lx, ly) = (px * scale, py * scale);
-            // Template and its gradients (central differences on a one-pixel-wider sample).
-            let bw = win + 2;
-            let origin = (lx - (self.half + 1) as f32, ly - (self.half + 1) as f32);
-            sample_patch(fp, origin.0, origin.1, bw, &mut self.border);
-            let rows = self.tmpl.chunks_exact_mut(win).zip(
-                self.gx
-                    .chunks_exact_mut(win)
-                    .zip(self.gy.chunks_exact_mut(win)),
-            );
-            for (j, (t, (gx, gy))) in rows.enumerate() {
-                let up = &self.border[j * bw + 1..][..win];
-                let mid = &self.border[(j + 1) * bw..][..bw];
-                let down = &self.border[(j + 2) * bw + 1..][..win];
-                t.copy_from_slice(&mid[1..=win]);
-                for (g, (&l, &r)) in gx.iter_mut().zip(mid.iter().zip(&mid[2..])) {
-                    *g = 0.5 * (r - l);
-                }
-                for (g, (&u, &d)) in gy.iter_mut().zip(up.iter().zip(down)) {
-                    *g = 0.5 * (d - u);
-                }
-            }
+            self.load_template(fp, lx, ly);
             let (gxx, gxy, gyy) = structure_tensor(&self.gx, &self.gy);
             let det = gxx * gyy - gxy * gxy;
             let min_eig = 0.5 * (gxx + gyy) - (0.25 * (gxx - gyy).powi(2) + gxy * gxy).sqrt();
@@ -486,6 +494,40 @@ impl MedianFlow {
             return None;
         }
         let g = self.params.grid.max(1);
+        self.follow_grid(prev, cur, bbox, guess, radius);
+        let min_points = MIN_POINTS.max((MIN_POINT_FRACTION * (g * g) as f32).ceil() as usize);
+        if self.trips.len() < min_points {
+            return None;
+        }
+        let fb_median = self.keep_best();
+        let dx = median(&mut self.values, self.kept.iter().map(|t| t.x1 - t.x0));
+        let dy = median(&mut self.values, self.kept.iter().map(|t| t.y1 - t.y0));
+        let scale = self.kept_scale();
+        if !(dx.is_finite() && dy.is_finite() && scale.is_finite() && scale > 0.0) {
+            return None;
+        }
+        Some(FlowEstimate {
+            dx,
+            dy,
+            scale,
+            inliers: self.kept.len(),
+            fb_error: fb_median,
+        })
+    }
+
+    /// Follows the points of a `grid`×`grid` lattice inside `bbox` forward from `prev` to
+    /// `cur` and back, into `trips`: the points whose round trip ends within
+    /// `max_fb_error` of where they started.
+    fn follow_grid(
+        &mut self,
+        prev: &Pyramid,
+        cur: &Pyramid,
+        bbox: &BBox,
+        guess: (f32, f32),
+        radius: f32,
+    ) {
+        let (w, h) = (bbox.width(), bbox.height());
+        let g = self.params.grid.max(1);
         let (x0, y0) = (bbox.x0 + MARGIN_X * w, bbox.y0 + MARGIN_Y * h);
         let (sx, sy) = (w * (1.0 - 2.0 * MARGIN_X), h * (1.0 - 2.0 * MARGIN_Y));
         let step = |k: usize, span: f32| {
@@ -525,12 +567,12 @@ impl MedianFlow {
                 }
             }
         }
-        let min_points = MIN_POINTS.max((MIN_POINT_FRACTION * (g * g) as f32).ceil() as usize);
-        if self.trips.len() < min_points {
-            return None;
-        }
-        // Keep the better half by round-trip error and by patch residual, as long as enough
-        // points remain.
+    }
+
+    /// Keeps (in `kept`) the better half of `trips` by round-trip error and by patch
+    /// residual, as long as enough points remain (else the better half by round-trip error
+    /// alone). Returns the median round-trip error.
+    fn keep_best(&mut self) -> f32 {
         let fb_median = median(&mut self.values, self.trips.iter().map(|t| t.fb));
         let res_median = median(&mut self.values, self.trips.iter().map(|t| t.residual));
         self.kept.clear();
@@ -545,9 +587,12 @@ impl MedianFlow {
             self.kept
                 .extend(self.trips.iter().filter(|t| t.fb <= fb_median).copied());
         }
-        let dx = median(&mut self.values, self.kept.iter().map(|t| t.x1 - t.x0));
-        let dy = median(&mut self.values, self.kept.iter().map(|t| t.y1 - t.y0));
-        // Scale: median ratio of pairwise distances, over pairs far enough apart to measure.
+        fb_median
+    }
+
+    /// The scale change of the kept points: the median ratio of pairwise distances, over
+    /// pairs far enough apart to measure (1 when there is none).
+    fn kept_scale(&mut self) -> f32 {
         self.values.clear();
         for (a, pa) in self.kept.iter().enumerate() {
             for pb in &self.kept[a + 1..] {
@@ -558,24 +603,14 @@ impl MedianFlow {
                 }
             }
         }
-        let scale = if self.values.is_empty() {
+        if self.values.is_empty() {
             1.0
         } else {
             let mut v = std::mem::take(&mut self.values);
             let s = median_in_place(&mut v);
             self.values = v;
             s
-        };
-        if !(dx.is_finite() && dy.is_finite() && scale.is_finite() && scale > 0.0) {
-            return None;
         }
-        Some(FlowEstimate {
-            dx,
-            dy,
-            scale,
-            inliers: self.kept.len(),
-            fb_error: fb_median,
-        })
     }
 }
 
