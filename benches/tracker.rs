@@ -1,6 +1,7 @@
 //! Cost of the tracker: one `step` with 10 tracked objects on a 320×240 gray plane (the
 //! budget is 1 ms per frame), the same with no objects (pyramid only), and one late
-//! `apply_detections` associating 10 detections with 10 tracks.
+//! `apply_detections` associating 10 detections with 10 tracks, and the step plus the
+//! adaptive schedule's decision (motion grid) per frame.
 //!
 //! The scene: ten textured rectangles (24×40 gray px, person-sized at scale 2) over a noisy
 //! background, each moving back and forth at 1–2 px per frame. The motion is periodic, so a
@@ -11,7 +12,9 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use lookout::detect::{BBox, Detection};
 use lookout::frame::GrayImage;
+use lookout::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use lookout::track::{Tracker, TrackerConfig};
+use std::time::Duration;
 
 const W: usize = 320;
 const H: usize = 240;
@@ -151,6 +154,22 @@ fn bench_step(c: &mut Criterion) {
     });
     // Still following everything after however many iterations criterion ran.
     assert_eq!(tracker.tracks().filter(|t| t.visual_ok).count(), OBJECTS);
+
+    // The adaptive schedule's per-frame work on top: motion grid + decision (the budget of
+    // tracker + motion is 1 ms per frame).
+    let (mut tracker, mut seq) = warmed_up(&frames);
+    let plan = PlannerConfig::new(ScheduleKind::Adaptive, 5, Duration::from_secs(10));
+    let mut planner = Planner::new(plan);
+    planner.handed_out(Cause::Interval, Duration::ZERO);
+    c.bench_function("track_step_and_plan_10_objects_320x240", |b| {
+        b.iter(|| {
+            let gray = black_box(&frames[seq as usize % PERIOD]);
+            tracker.step(seq, gray);
+            let due = planner.decide(gray, &tracker, Duration::from_millis(100 * seq));
+            seq += 1;
+            due
+        })
+    });
 
     let mut empty = Tracker::new(TrackerConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     let mut seq = 0u64;

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::detect::{labels, DetectorConfig, ModelSource};
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
+use crate::schedule::ScheduleKind;
 use crate::source::Spec;
 use crate::track::TrackerConfig;
 
@@ -112,8 +113,15 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
-    /// Run the detector every N frames (it runs asynchronously; tracking fills the gaps).
+    /// Run the detector every N frames (it runs asynchronously; tracking fills the gaps); with
+    /// the adaptive schedule, the longest gap between detections while anything is tracked.
     pub detect_every: u32,
+    /// `"adaptive"`: motion, uncertain tracks and a heartbeat ask for detections;
+    /// `"fixed"`: every `detect_every` frames (see `schedule`).
+    pub schedule: ScheduleKind,
+    /// Adaptive schedule: seconds between heartbeat detections while nothing is tracked and
+    /// nothing moves.
+    pub idle_detect_interval: f64,
     /// Pin threads to cores (false: let the kernel schedule them).
     pub pin_threads: bool,
     /// Core for the capture thread; absent = automatic (see ARCHITECTURE.md).
@@ -133,6 +141,8 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
             detect_every: 5,
+            schedule: ScheduleKind::default(),
+            idle_detect_interval: 10.0,
             pin_threads: true,
             capture_core: None,
             track_core: None,
@@ -419,6 +429,15 @@ impl Config {
             bad(
                 "pipeline.detect_every",
                 format!("expected 1..=1000 frames, found {}", pl.detect_every),
+            );
+        }
+        if !(pl.idle_detect_interval >= 0.1 && pl.idle_detect_interval <= 3600.0) {
+            bad(
+                "pipeline.idle_detect_interval",
+                format!(
+                    "expected seconds in 0.1..=3600, found {}",
+                    pl.idle_detect_interval
+                ),
             );
         }
         if !(pl.stats_interval >= 0.5 && pl.stats_interval <= 3600.0) {

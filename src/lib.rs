@@ -21,6 +21,7 @@ pub mod logging;
 pub mod output;
 pub mod pipeline;
 pub mod preprocess;
+pub mod schedule;
 pub mod service;
 pub mod source;
 pub mod stats;

@@ -65,7 +65,7 @@ impl DetectionOut {
 }
 
 /// One object in a frame, as written to the tracks file:
-/// `{"id":…,"label":…,"score":…,"box":[…],"detected":…}`.
+/// `{"id":…,"label":…,"score":…,"box":[…],"detected":…,"detected_seq":…}`.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct TrackOut {
     /// Stable track id.
@@ -73,8 +73,12 @@ pub struct TrackOut {
     /// Label, score of the last detection that matched the track, and the box in frame pixels.
     #[serde(flatten)]
     pub object: DetectionOut,
-    /// True when a detection on this very frame produced or corrected the box.
+    /// True on the line where a detection's correction was applied to the box (in a live run
+    /// that detection ran on an earlier frame: see `detected_seq`).
     pub detected: bool,
+    /// The frame the latest detection matched to this track ran on: the age of the evidence
+    /// behind the box is `seq − detected_seq` frames.
+    pub detected_seq: u64,
 }
 
 /// One processed frame, as written to the tracks file.
@@ -97,11 +101,19 @@ fn round_box(b: &BBox) -> [f32; 4] {
 }
 
 /// Builds the output record of one track.
-pub fn track_out(id: u64, class_id: usize, score: f32, bbox: &BBox, detected: bool) -> TrackOut {
+pub fn track_out(
+    id: u64,
+    class_id: usize,
+    score: f32,
+    bbox: &BBox,
+    detected: bool,
+    detected_seq: u64,
+) -> TrackOut {
     TrackOut {
         id,
         object: DetectionOut::of_track(class_id, score, bbox),
         detected,
+        detected_seq,
     }
 }
 
@@ -188,7 +200,7 @@ mod tests {
     fn tracks_file_lines_are_valid_json_with_the_documented_keys() {
         let p = std::env::temp_dir().join(format!("lookout-tracks-{}.jsonl", std::process::id()));
         let mut w = TracksWriter::create(&p).unwrap();
-        let t = track_out(7, 0, 0.8123, &BBox::new(1.04, 2.0, 30.0, 40.0), true);
+        let t = track_out(7, 0, 0.8123, &BBox::new(1.04, 2.0, 30.0, 40.0), true, 5);
         w.write(&FrameOut {
             seq: 3,
             captured_at_ms: 12.5,
@@ -202,6 +214,7 @@ mod tests {
         assert_eq!(v["tracks"][0]["id"], 7);
         assert_eq!(v["tracks"][0]["label"], "person");
         assert_eq!(v["tracks"][0]["detected"], true);
+        assert_eq!(v["tracks"][0]["detected_seq"], 5);
         assert_eq!(v["tracks"][0]["box"][0], 1.0);
         // The exact bytes: key order, rounding, no class_id.
         assert_eq!(

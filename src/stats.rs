@@ -83,6 +83,14 @@ pub struct Window {
     pub detections: u64,
     /// Detection requests skipped because the detector was still busy.
     pub detect_skipped: u64,
+    /// Detections handed to the detector because `detect_every` frames had passed.
+    pub detect_interval: u64,
+    /// … because of motion outside the tracks (adaptive schedule).
+    pub detect_motion: u64,
+    /// … because a track needed fresh evidence (adaptive schedule).
+    pub detect_uncertain: u64,
+    /// … as the idle heartbeat (adaptive schedule).
+    pub detect_idle: u64,
     /// Frames dropped: replaced in the newest-frame slot before the tracker took them, plus
     /// stale buffers the source discarded.
     pub dropped: u64,
@@ -113,6 +121,10 @@ impl Window {
         self.processed += other.processed;
         self.detections += other.detections;
         self.detect_skipped += other.detect_skipped;
+        self.detect_interval += other.detect_interval;
+        self.detect_motion += other.detect_motion;
+        self.detect_uncertain += other.detect_uncertain;
+        self.detect_idle += other.detect_idle;
         self.dropped += other.dropped;
         self.model.merge(&other.model);
         self.preprocess.merge(&other.preprocess);
@@ -148,6 +160,10 @@ impl Window {
             frame_age_ms: r1(self.age.quantile_ms(0.5)),
             frame_age_p95_ms: r1(self.age.quantile_ms(0.95)),
             frames_dropped: self.dropped,
+            detect_motion: self.detect_motion,
+            detect_uncertain: self.detect_uncertain,
+            detect_interval: self.detect_interval,
+            detect_idle: self.detect_idle,
             tracks,
         }
     }
@@ -176,6 +192,14 @@ pub struct Report {
     pub frame_age_p95_ms: f64,
     /// Frames dropped in the window.
     pub frames_dropped: u64,
+    /// Detections asked for by motion outside the tracks in the window.
+    pub detect_motion: u64,
+    /// Detections asked for by uncertain tracks.
+    pub detect_uncertain: u64,
+    /// Detections asked for because `detect_every` frames had passed.
+    pub detect_interval: u64,
+    /// Heartbeat detections while idle.
+    pub detect_idle: u64,
     /// Confirmed tracks now.
     pub tracks: usize,
 }
@@ -195,6 +219,10 @@ impl Report {
             FRAME_AGE_MS = self.frame_age_ms,
             FRAME_AGE_P95_MS = self.frame_age_p95_ms,
             FRAMES_DROPPED = self.frames_dropped,
+            DETECT_MOTION = self.detect_motion,
+            DETECT_UNCERTAIN = self.detect_uncertain,
+            DETECT_INTERVAL = self.detect_interval,
+            DETECT_IDLE = self.detect_idle,
             TRACKS = self.tracks;
             "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s)",
             self.fps, self.capture_fps, self.detect_fps, self.model_time_ms, self.model_time_p95_ms,

@@ -21,7 +21,7 @@ fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
     p
 }
 
-const STATS_FIELDS: [&str; 9] = [
+const STATS_FIELDS: [&str; 13] = [
     "FPS",
     "DETECT_FPS",
     "MODEL_TIME_MS",
@@ -30,6 +30,10 @@ const STATS_FIELDS: [&str; 9] = [
     "FRAME_AGE_MS",
     "FRAME_AGE_P95_MS",
     "FRAMES_DROPPED",
+    "DETECT_MOTION",
+    "DETECT_UNCERTAIN",
+    "DETECT_INTERVAL",
+    "DETECT_IDLE",
     "TRACKS",
 ];
 

@@ -237,8 +237,9 @@ fn late_detections_match_tracks_by_their_positions_at_the_detection_frame() {
         "{tb:?}"
     );
     assert_eq!((ta.hits, tb.hits), (3, 3));
-    // Late, so not "detected on this frame".
-    assert!(!ta.detected && !tb.detected);
+    // Applied at frame 9 (so `detected` on frame 9's line), made on frame 6.
+    assert!(ta.detected && tb.detected);
+    assert_eq!((ta.detected_seq, tb.detected_seq), (6, 6));
 }
 
 #[test]
@@ -248,6 +249,7 @@ fn tracks_are_born_after_confirm_hits_and_die_after_max_misses() {
     let bbox = obj.frame_box(x, y);
     let mut tr = tracker(TrackerConfig {
         confirm_hits: 2,
+        confirm_score: 1.1, // off: confirmation by hits alone
         max_misses: 2,
         ..TrackerConfig::default()
     });
@@ -354,7 +356,7 @@ fn ids_stay_stable_for_two_crossing_objects_over_50_frames() {
 }
 
 #[test]
-fn detected_is_true_only_on_the_detection_frame() {
+fn detected_marks_the_frame_a_detection_is_applied_on() {
     let obj = Object::new(40, 40, 51);
     let (x, y) = (150, 100);
     let bbox = obj.frame_box(x, y);
@@ -369,9 +371,11 @@ fn detected_is_true_only_on_the_detection_frame() {
     assert_eq!(tr.tracks().count(), 1);
     assert!(tr.step(1, &img(1)).iter().all(|t| !t.detected));
     tr.step(2, &img(2));
-    // Detections for an older frame: applied, but not "detected on this frame".
+    // Detections for an older frame: applied now (detected on this frame's line), made on 1.
     tr.apply_detections(1, &[det(0, bbox)]);
-    assert!(tr.tracks().all(|t| !t.detected && t.hits == 2));
+    assert!(tr
+        .tracks()
+        .all(|t| t.detected && t.detected_seq == 1 && t.hits == 2));
     tr.step(3, &img(3));
     tr.apply_detections(3, &[det(0, bbox)]);
     assert!(tr.tracks().all(|t| t.detected && t.hits == 3));

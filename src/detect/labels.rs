@@ -88,3 +88,12 @@ pub const COCO80: [&str; 80] = [
 pub fn class_id(label: &str) -> Option<usize> {
     COCO80.iter().position(|l| *l == label)
 }
+
+/// Classes the detector confuses with each other on the same object (a parked car called
+/// `car` in one frame and `truck` in the next): road vehicles. The tracker associates
+/// detections across such classes and keeps a track's label by vote.
+pub fn confusable(a: usize, b: usize) -> bool {
+    const VEHICLES: [&str; 4] = ["car", "truck", "bus", "motorcycle"];
+    let vehicle = |c: usize| COCO80.get(c).is_some_and(|l| VEHICLES.contains(l));
+    a == b || (vehicle(a) && vehicle(b))
+}

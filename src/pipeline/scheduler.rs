@@ -14,9 +14,10 @@
 //! The rules, each with a thread-free test below:
 //! - **Publish**: a frame's line goes to the tracks file when the *next* frame arrives (so
 //!   detections that came back for it in between are included), the last one at the end.
-//! - **Detection every N frames**, on the newest frame, the first frame included. **Busy ⇒
-//!   skipped**: a request while the detector works is counted, never queued; the next frame
-//!   asks again.
+//! - **Detections when the [`Planner`] asks**: every N frames (fixed schedule), or for motion,
+//!   uncertain tracks, the longest gap and the idle heartbeat (adaptive; `crate::schedule`),
+//!   on the newest frame, the first frame included; counted by cause. **Busy ⇒ skipped**: a
+//!   request while the detector works is counted, never queued; the next frame asks again.
 //! - **Lockstep waits**: in [`Schedule::Lockstep`] the tracker takes no new frame until the
 //!   detection it asked for is back; in `Live` it never waits for the detector.
 //! - **Stats windows**: counters and latencies per `stats_interval` on the scheduler's clock,
@@ -41,6 +42,7 @@ use crate::config::Config;
 use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::output::{self, FrameOut, TracksWriter};
 use crate::preprocess::{self, Scratch};
+use crate::schedule::{Cause, Planner, PlannerConfig};
 use crate::service::Notifier;
 use crate::stats::Window;
 use crate::track::{TrackEvent, Tracker};
@@ -128,7 +130,6 @@ struct Seen {
 /// The tracker thread's state and rules (see the module documentation).
 pub(super) struct Scheduler<'a> {
     // ── settings ──
-    every: u64,
     interval: Duration,
     lockstep: bool,
     track_width: u32,
@@ -148,8 +149,8 @@ pub(super) struct Scheduler<'a> {
     run_start: Duration,
     tracks_started: u64,
     tracks_ended: u64,
-    /// Frames since the last detection was handed out (starts full: detect on the first frame).
-    since_detect: u64,
+    /// When to detect (starts by asking on the first frame).
+    planner: Planner,
     /// Lockstep: the frame whose detection the tracker awaits before taking another frame.
     waiting_for: Option<u64>,
     /// The frame stepped last, published when the next one arrives or at the end.
@@ -170,10 +171,14 @@ impl<'a> Scheduler<'a> {
         tracker: &'a mut Tracker,
         clock: &'a dyn Clock,
     ) -> Self {
-        let every = u64::from(cfg.pipeline.detect_every.max(1));
         let start = clock.now();
+        let pl = &cfg.pipeline;
+        let plan = PlannerConfig::new(
+            pl.schedule,
+            pl.detect_every,
+            Duration::from_secs_f64(pl.idle_detect_interval),
+        );
         Scheduler {
-            every,
             interval: Duration::from_secs_f64(cfg.pipeline.stats_interval),
             lockstep: opts.schedule == Schedule::Lockstep,
             track_width: cfg.pipeline.track_width,
@@ -191,7 +196,7 @@ impl<'a> Scheduler<'a> {
             run_start: start,
             tracks_started: 0,
             tracks_ended: 0,
-            since_detect: every,
+            planner: Planner::new(plan),
             waiting_for: None,
             pending: None,
             seen: Seen::default(),
@@ -288,7 +293,8 @@ impl<'a> Scheduler<'a> {
                     if let Some(keep) = self.labels {
                         dets.retain(|d| keep.contains(&d.class_id));
                     }
-                    self.tracker.apply_detections(r.seq, &dets);
+                    let outcome = self.tracker.apply_detections(r.seq, &dets);
+                    self.planner.applied(outcome.started);
                 }
                 Err(e) => log::warn!(LOOKOUT_EVENT = "detect_error"; "detection skipped: {e}"),
             }
@@ -307,17 +313,27 @@ impl<'a> Scheduler<'a> {
         }
         self.step_tracker(&frame);
         self.pending = Some((frame.seq, frame.captured_at));
-        self.since_detect += 1;
-        if self.since_detect >= self.every {
-            let seq = frame.seq;
-            if detector.submit(frame) {
-                if self.lockstep {
-                    self.waiting_for = Some(seq);
-                }
-                self.since_detect = 0;
-            } else {
-                self.window.detect_skipped += 1;
+        let Some(cause) = self
+            .planner
+            .decide(&self.gray, &*self.tracker, frame.captured_at)
+        else {
+            return Ok(());
+        };
+        let (seq, at) = (frame.seq, frame.captured_at);
+        if detector.submit(frame) {
+            if self.lockstep {
+                self.waiting_for = Some(seq);
             }
+            self.planner.handed_out(cause, at);
+            let w = &mut self.window;
+            *match cause {
+                Cause::Interval => &mut w.detect_interval,
+                Cause::Motion => &mut w.detect_motion,
+                Cause::Uncertain => &mut w.detect_uncertain,
+                Cause::Idle => &mut w.detect_idle,
+            } += 1;
+        } else {
+            self.window.detect_skipped += 1;
         }
         Ok(())
     }
@@ -371,14 +387,26 @@ impl<'a> Scheduler<'a> {
                     self.tracks_started += 1;
                     if self.opts.log_events {
                         output::log_track_start(&output::track_out(
-                            t.id, t.class_id, t.score, &t.bbox, t.detected,
+                            t.id,
+                            t.class_id,
+                            t.score,
+                            &t.bbox,
+                            t.detected,
+                            t.detected_seq,
                         ));
                     }
                 }
                 TrackEvent::Ended(t) => {
                     self.tracks_ended += 1;
                     if self.opts.log_events {
-                        let o = output::track_out(t.id, t.class_id, t.score, &t.bbox, false);
+                        let o = output::track_out(
+                            t.id,
+                            t.class_id,
+                            t.score,
+                            &t.bbox,
+                            false,
+                            t.detected_seq,
+                        );
                         output::log_track_end(&o, t.age_frames);
                     }
                 }
@@ -439,6 +467,7 @@ impl<'a> Scheduler<'a> {
                         t.score,
                         &t.bbox,
                         t.detected && t.seq == seq,
+                        t.detected_seq,
                     )
                 })
                 .collect();
@@ -600,6 +629,127 @@ mod tests {
         }
         assert_eq!(asked, [0, 3, 6, 9]);
         assert_eq!(s.window.detect_skipped, 0);
+    }
+
+    /// A 640×480 gray frame of a still scene with sensor-like noise (σ = 4 levels), and, from
+    /// `appear` on, a bright 40×100 object walking right 6 pixels per frame.
+    fn scene_frame(seq: u64, captured_at: Duration, appear: Option<u64>) -> Frame {
+        let (w, h) = (640usize, 480usize);
+        let mut rng = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut noise = move || {
+            // xorshift; the sum of 4 uniforms is roughly Gaussian.
+            let mut sum = 0i32;
+            for _ in 0..4 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                sum += (rng % 7) as i32;
+            }
+            sum - 12
+        };
+        let object_x = appear
+            .filter(|&a| seq >= a)
+            .map(|a| 100 + 6 * (seq - a) as usize);
+        let mut data = Vec::with_capacity(w * h);
+        for y in 0..h {
+            for x in 0..w {
+                let still = 40 + ((x / 16 + y / 24) % 5) as i32 * 30;
+                let v = match object_x {
+                    Some(ox) if (ox..ox + 40).contains(&x) && (200..300).contains(&y) => 235,
+                    _ => still,
+                };
+                data.push((v + noise()).clamp(0, 255) as u8);
+            }
+        }
+        Frame {
+            seq,
+            captured_at,
+            width: w as u32,
+            height: h as u32,
+            format: PixelFormat::Grey,
+            data,
+        }
+    }
+
+    #[test]
+    fn adaptive_a_still_scene_runs_the_model_only_on_the_heartbeat_and_a_newcomer_at_once() {
+        let mut c = cfg(5);
+        c.pipeline.schedule = crate::schedule::ScheduleKind::Adaptive;
+        c.pipeline.idle_detect_interval = 10.0;
+        let (opts, clock, mut hub) = (RunOptions::default(), FakeClock::at(5), Shared::default());
+        let mut t = tracker();
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
+        let appear = 250; // 25 s in, at 10 fps
+        let mut asked = Vec::new();
+        for seq in 0..260 {
+            hub.frame = Some(scene_frame(seq, clock.now(), Some(appear)));
+            hub.captured += 1;
+            pass(&mut s, &mut hub);
+            if hub.job.is_some() {
+                asked.push(answer(&mut hub, Ok(Vec::new())));
+            }
+            clock.advance(100 * MS);
+        }
+        let still: Vec<u64> = asked.iter().copied().filter(|&q| q < appear).collect();
+        assert_eq!(
+            still,
+            [0, 100, 200],
+            "still: the first frame, then one heartbeat per 10 s"
+        );
+        let first = asked.iter().copied().find(|&q| q >= appear);
+        assert!(
+            first.is_some_and(|q| q <= appear + 2),
+            "the newcomer must be detected within 3 frames of appearing: {asked:?}"
+        );
+        let (idle, motion) = (
+            s.total.detect_idle + s.window.detect_idle,
+            s.total.detect_motion + s.window.detect_motion,
+        );
+        assert_eq!(idle, 2, "heartbeats at 10 s and 20 s");
+        assert!(motion >= 1, "the newcomer is motion: {motion}");
+    }
+
+    #[test]
+    fn a_late_detection_marks_the_line_it_is_applied_on_with_the_frame_it_ran_on() {
+        let path = std::env::temp_dir().join(format!("lookout-late-{}.jsonl", std::process::id()));
+        let mut w = TracksWriter::create(&path).unwrap();
+        let (c, opts, clock, mut hub) = (
+            cfg(5),
+            RunOptions::default(),
+            FakeClock::at(5),
+            Shared::default(),
+        );
+        let mut t = tracker();
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock).with_writer(Some(&mut w));
+        deliver(&mut s, &mut hub, &clock, 0); // frame 0 goes to the detector …
+        let job = hub.job.take().unwrap();
+        for seq in 1..3 {
+            clock.advance(100 * MS);
+            deliver(&mut s, &mut hub, &clock, seq);
+        }
+        hub.results.push_back(DetResult {
+            seq: job.seq,
+            dets: Ok(vec![det(0)]),
+            preprocess: MS,
+            model: MS,
+            postprocess: MS,
+        }); // … and answers while the tracker is at frame 2
+        hub.detector_busy = false;
+        clock.advance(100 * MS);
+        deliver(&mut s, &mut hub, &clock, 3);
+        s.finish(EndReason::EndOfSource).unwrap();
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let _ = std::fs::remove_file(&path);
+        let track = |i: usize| &lines[i]["tracks"][0];
+        assert!(lines[1]["tracks"].as_array().unwrap().is_empty());
+        assert_eq!(track(2)["detected"], true, "applied while at frame 2");
+        assert_eq!(track(2)["detected_seq"], 0, "ran on frame 0");
+        assert_eq!(track(3)["detected"], false, "frame 3 is the tracker's");
+        assert_eq!(track(3)["detected_seq"], 0);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use pathfinding::kuhn_munkres::kuhn_munkres;
 use pathfinding::matrix::Matrix;
 
+use crate::detect::labels;
 use crate::geom::BBox;
 
 /// A track's box at each of its last frames, oldest first, at most `capacity` entries.
@@ -103,23 +104,33 @@ pub struct Candidate {
     pub class_id: usize,
 }
 
+/// A pair of different but confusable classes ([`labels::confusable`]) weighs this much of
+/// its IoU, so that the same class wins a tie.
+const CROSS_CLASS_WEIGHT: f32 = 0.9;
+
 /// IoU is scaled to integers with this factor for the Hungarian solver.
 const IOU_SCALE: f32 = 100_000.0;
 
 /// The best one-to-one pairing of `tracks` and `dets` by total IoU, keeping only pairs of the
-/// same class with IoU ≥ `iou_threshold`. Returns `(track index, detection index)` pairs.
+/// same or confusable classes with IoU ≥ `iou_threshold`. Returns `(track index, detection index)` pairs.
 pub fn assign(tracks: &[Candidate], dets: &[Candidate], iou_threshold: f32) -> Vec<(usize, usize)> {
     if tracks.is_empty() || dets.is_empty() {
         return Vec::new();
     }
     let gate = |t: &Candidate, d: &Candidate| -> i64 {
-        if t.class_id != d.class_id {
+        if !labels::confusable(t.class_id, d.class_id) {
             return 0;
         }
+        // A pair of confusable classes (car / truck) counts a little less than the same class.
+        let weight = if t.class_id == d.class_id {
+            1.0
+        } else {
+            CROSS_CLASS_WEIGHT
+        };
         let iou = t.bbox.iou(&d.bbox);
         if iou.is_finite() && iou >= iou_threshold {
             // At least 1 so that a gated pair always beats no pair.
-            ((iou * IOU_SCALE) as i64).max(1)
+            ((iou * weight * IOU_SCALE) as i64).max(1)
         } else {
             0
         }

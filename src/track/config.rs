@@ -18,9 +18,13 @@ pub struct TrackerConfig {
     /// Matched detections (the first included) a tentative track needs to be confirmed,
     /// reported and given an id.
     pub confirm_hits: u32,
+    /// A detection at least this confident confirms its track at once (one hit) when it is
+    /// fresh (made on the current or the previous frame; a late one's box is where the object
+    /// was); weaker ones still need `confirm_hits`. Above 1 turns this off.
+    pub confirm_score: f32,
     /// Consecutive detection rounds a confirmed track may go unmatched; it ends at this many.
     /// Scales with the detection interval by construction: it counts rounds, not frames.
-    /// A tentative track ends at its first miss.
+    /// A tentative track ends at its second miss in a row.
     pub max_misses: u32,
     /// Frames a track may go without any matched detection before it ends, whatever the
     /// detector is doing (caps coasting when detections are slow or stalled).
@@ -47,6 +51,7 @@ impl Default for TrackerConfig {
         TrackerConfig {
             iou_threshold: 0.3,
             confirm_hits: 2,
+            confirm_score: 0.5,
             max_misses: 2,
             max_age_frames: 60,
             max_visual_failures: 10,
@@ -176,6 +181,7 @@ impl TrackerConfig {
     pub fn validate(&self) -> Result<(), TrackConfigError> {
         in_range("iou_threshold", self.iou_threshold, 0.01, 1.0)?;
         in_range_u("confirm_hits", self.confirm_hits.into(), 1, 100)?;
+        in_range("confirm_score", self.confirm_score, 0.0, 2.0)?;
         in_range_u("max_misses", self.max_misses.into(), 1, 1000)?;
         in_range_u("max_age_frames", self.max_age_frames.into(), 1, 1_000_000)?;
         in_range_u(

@@ -14,7 +14,8 @@
 //!   and the track's box at `k` is applied to the track's current box.
 //!
 //! Lifecycle: an unmatched detection starts a *tentative* track; after `confirm_hits` matched
-//! detections it is *confirmed*, gets the next id (1, 2, 3… without gaps — tentatives that
+//! detections (or at once, for a fresh detection scoring at least `confirm_score`) it is
+//! *confirmed*, gets the next id (1, 2, 3… without gaps — tentatives that
 //! die never consume one) and a [`TrackEvent::Started`]. Confirmed tracks end after
 //! `max_misses` detection rounds without a match, `max_age_frames` frames without any, when
 //! they leave the frame or when the visual update keeps failing, with a
@@ -55,8 +56,11 @@ pub struct Track {
     pub seq: u64,
     /// The frame the track was started at.
     pub first_seq: u64,
-    /// True only when a detection made on this very frame `seq` updated the track.
+    /// True when a detection was applied to the track at this frame `seq` (since it was
+    /// stepped); the detection itself may have run on an earlier frame, `detected_seq`.
     pub detected: bool,
+    /// The frame the latest detection matched to the track ran on.
+    pub detected_seq: u64,
     /// Frames since the track started.
     pub age_frames: u64,
     /// Detections matched so far (the first one included).
@@ -121,6 +125,12 @@ pub struct ApplyOutcome {
     pub ignored: usize,
 }
 
+/// A detection at most this many frames older than the tracker's frame may confirm a new
+/// track on its own (`confirm_score`).
+const FRESH_FRAMES: u64 = 1;
+/// Detection rounds a tentative track may go unmatched before it is dropped: one miss is
+/// forgiven, since weak detections of small, distant objects flicker from round to round.
+const TENTATIVE_MISSES: u32 = 2;
 /// A box is treated as possibly occluded when more than this fraction of its area lies under
 /// another track's box.
 const OCCLUSION_OVERLAP: f32 = 0.2;
@@ -147,6 +157,33 @@ struct TrackState {
     history: History,
     visual_failures: u32,
     dead: Option<EndReason>,
+    /// Summed detection scores per class (confusable classes share a track): the label is
+    /// the class with the most.
+    votes: Vec<(usize, f32)>,
+    /// The latest detection applied to this track: (its frame, its index in that call).
+    last_det: Option<(u64, usize)>,
+}
+
+impl TrackState {
+    /// Adds a detection's vote and relabels the track by the votes (the current label wins
+    /// ties, so a label changes only when the vote flips).
+    fn vote(&mut self, class_id: usize, score: f32) {
+        match self.votes.iter_mut().find(|v| v.0 == class_id) {
+            Some(v) => v.1 += score,
+            None => self.votes.push((class_id, score)),
+        }
+        let current = self.public.class_id;
+        let held = self
+            .votes
+            .iter()
+            .find(|v| v.0 == current)
+            .map_or(0.0, |v| v.1);
+        if let Some(best) = self.votes.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            if best.1 > held {
+                self.public.class_id = best.0;
+            }
+        }
+    }
 }
 
 /// The multi-object tracker. See the module documentation.
@@ -217,6 +254,25 @@ impl Tracker {
         self.tracks
             .iter()
             .any(|t| !t.confirmed || (self.cfg.visual.enabled && t.visual_failures > 0))
+    }
+
+    /// The boxes of every live track at the current frame, tentative ones included (what
+    /// motion inside them is explained by).
+    pub fn all_boxes(&self) -> impl Iterator<Item = BBox> + '_ {
+        self.tracks.iter().map(|t| t.public.bbox)
+    }
+
+    /// True when a confirmed track needs fresh evidence soon: its visual update failed on the
+    /// latest frame (the adaptive schedule's `Uncertain` cause). Tentative tracks do not count:
+    /// a confident detection confirms at once (`confirm_score`), and the weak ones that stay
+    /// tentative asked for detections every few frames without gaining coverage (measured
+    /// with the fidelity replay on the bundled clip).
+    pub fn uncertain(&self) -> bool {
+        self.cfg.visual.enabled
+            && self
+                .tracks
+                .iter()
+                .any(|t| t.confirmed && t.visual_failures > 0)
     }
 
     /// Events since the last call, in order.
@@ -341,7 +397,16 @@ impl Tracker {
     pub fn apply_detections(&mut self, det_seq: u64, dets: &[Detection]) -> ApplyOutcome {
         let now = self.seq.unwrap_or(det_seq);
         let mut outcome = ApplyOutcome::default();
-        let det_cands = self.detection_candidates(dets, &mut outcome);
+        let usable: Vec<bool> = dets
+            .iter()
+            .map(|d| {
+                box_is_valid(&d.bbox)
+                    && (self.classes.is_empty() || self.classes.binary_search(&d.class_id).is_ok())
+            })
+            .collect();
+        outcome.ignored += usable.iter().filter(|u| !**u).count();
+        let primary = duplicates(dets, &usable);
+        let det_cands = detection_candidates(dets, &usable, &primary);
         let (track_idx, track_cands) = self.candidates_at(det_seq);
         let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
         let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
@@ -353,6 +418,9 @@ impl Tracker {
             det_matched[di] = true;
             let det = &dets[det_cands[di].0];
             self.correct(track_idx[ci], track_cands[ci].bbox, det, det_seq, now);
+            let t = &mut self.tracks[track_idx[ci]];
+            t.vote(det.class_id, det.score);
+            t.last_det = Some((det_seq, det_cands[di].0));
             outcome.matched += 1;
         }
         for (ci, matched) in track_matched.iter().enumerate() {
@@ -363,41 +431,29 @@ impl Tracker {
         }
         for (di, matched) in det_matched.iter().enumerate() {
             if !*matched {
-                self.start_tentative(&dets[det_cands[di].0], det_seq, now);
+                let i = det_cands[di].0;
+                self.start_tentative(&dets[i], det_seq, now);
+                if let Some(t) = self.tracks.last_mut() {
+                    t.last_det = Some((det_seq, i));
+                }
                 outcome.started += 1;
             }
         }
-        self.confirm();
+        // A duplicate (same object, confusable class) votes for the track its primary went to.
+        for (i, p) in primary.iter().enumerate() {
+            let Some(p) = *p else { continue };
+            if let Some(t) = self
+                .tracks
+                .iter_mut()
+                .find(|t| t.last_det == Some((det_seq, p)))
+            {
+                t.vote(dets[i].class_id, dets[i].score);
+            }
+        }
+        self.confirm(now);
         self.bury_dead();
         self.rebuild_output();
         outcome
-    }
-
-    /// The detections that may be matched (valid box, a class of interest) with their index
-    /// in `dets`; the others are counted as ignored.
-    fn detection_candidates(
-        &self,
-        dets: &[Detection],
-        outcome: &mut ApplyOutcome,
-    ) -> Vec<(usize, Candidate)> {
-        dets.iter()
-            .enumerate()
-            .filter(|(_, d)| {
-                let ok = box_is_valid(&d.bbox)
-                    && (self.classes.is_empty() || self.classes.binary_search(&d.class_id).is_ok());
-                outcome.ignored += usize::from(!ok);
-                ok
-            })
-            .map(|(i, d)| {
-                (
-                    i,
-                    Candidate {
-                        bbox: d.bbox,
-                        class_id: d.class_id,
-                    },
-                )
-            })
-            .collect()
     }
 
     /// The tracks that existed at `det_seq` (indices into `self.tracks`) and their boxes then.
@@ -423,7 +479,6 @@ impl Tracker {
     /// on that frame: the offset carried to its current box, the detection's score taken.
     fn correct(&mut self, ti: usize, then: BBox, det: &Detection, det_seq: u64, now: u64) {
         let detection_noise = self.cfg.kalman.detection_noise;
-        let detected = self.seq == Some(det_seq);
         let t = &mut self.tracks[ti];
         let current = t.kf.bbox();
         // The detection relative to where the track was at det_seq, applied to now.
@@ -446,15 +501,18 @@ impl Tracker {
         p.hits = p.hits.saturating_add(1);
         p.misses = 0;
         p.frames_since_detection = p.frames_since_detection.min(now.saturating_sub(det_seq));
-        p.detected = detected;
+        p.detected = true;
+        p.detected_seq = p.detected_seq.max(det_seq);
     }
 
-    /// Track `ti` was a candidate but no detection matched it: a tentative track dies, a
-    /// confirmed one after `max_misses`.
+    /// Track `ti` was a candidate but no detection matched it: a tentative track dies at its
+    /// second miss in a row ([`TENTATIVE_MISSES`]), a confirmed one after `max_misses`.
     fn count_miss(&mut self, ti: usize) {
         let t = &mut self.tracks[ti];
         t.public.misses = t.public.misses.saturating_add(1);
-        if !t.confirmed || t.public.misses >= self.cfg.max_misses {
+        if (!t.confirmed && t.public.misses >= TENTATIVE_MISSES)
+            || t.public.misses >= self.cfg.max_misses
+        {
             t.dead = Some(EndReason::Missed);
         }
     }
@@ -473,7 +531,8 @@ impl Tracker {
                 velocity: (0.0, 0.0),
                 seq: now,
                 first_seq: now,
-                detected: self.seq == Some(det_seq),
+                detected: true,
+                detected_seq: det_seq,
                 age_frames: 0,
                 hits: 1,
                 misses: 0,
@@ -487,14 +546,21 @@ impl Tracker {
             history,
             visual_failures: 0,
             dead: None,
+            votes: vec![(det.class_id, det.score)],
+            last_det: None,
         });
     }
 
-    /// Confirms the tentative tracks with enough hits, in track order (oldest first), so ids
-    /// follow the order tracks were started.
-    fn confirm(&mut self) {
+    /// Confirms the tentative tracks with enough hits, or with a fresh, confident detection,
+    /// in track order (oldest first), so ids follow the order tracks were started.
+    fn confirm(&mut self, now: u64) {
         for t in &mut self.tracks {
-            if !t.confirmed && t.dead.is_none() && t.public.hits >= self.cfg.confirm_hits {
+            // A confident detection confirms at once only if it is fresh: the box of a late
+            // one is where a new object *was*, and nothing yet says where it went.
+            let fresh = now.saturating_sub(t.birth_seq) <= FRESH_FRAMES;
+            let sure = t.public.hits >= self.cfg.confirm_hits
+                || (fresh && t.public.score >= self.cfg.confirm_score);
+            if !t.confirmed && t.dead.is_none() && sure {
                 t.confirmed = true;
                 t.public.id = self.next_id;
                 self.next_id += 1;
@@ -542,6 +608,50 @@ impl Tracker {
         );
         self.output.sort_unstable_by_key(|t| t.id);
     }
+}
+
+/// The detections that may be matched, with their index in `dets`: usable ones (a valid box,
+/// a class of interest) that are not a duplicate of a better one.
+fn detection_candidates(
+    dets: &[Detection],
+    usable: &[bool],
+    primary: &[Option<usize>],
+) -> Vec<(usize, Candidate)> {
+    dets.iter()
+        .enumerate()
+        .filter(|(i, _)| usable[*i] && primary[*i].is_none())
+        .map(|(i, d)| {
+            (
+                i,
+                Candidate {
+                    bbox: d.bbox,
+                    class_id: d.class_id,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Two detections of confusable classes this much overlapping are one object.
+const DUPLICATE_IOU: f32 = 0.6;
+
+/// For each usable detection, the index of a better-scoring usable detection of another,
+/// confusable class that boxes the same object (IoU ≥ [`DUPLICATE_IOU`]), if any: the
+/// detector's NMS is per class, so a parked car often comes back as `car` *and* `truck`.
+/// The tracker makes one track of them; the fidelity reference counts them as one object.
+pub fn duplicates(dets: &[Detection], usable: &[bool]) -> Vec<Option<usize>> {
+    let mut order: Vec<usize> = (0..dets.len()).filter(|&i| usable[i]).collect();
+    order.sort_by(|&a, &b| dets[b].score.total_cmp(&dets[a].score));
+    let mut primary = vec![None; dets.len()];
+    for (k, &i) in order.iter().enumerate() {
+        primary[i] = order[..k].iter().copied().find(|&j| {
+            primary[j].is_none()
+                && dets[j].class_id != dets[i].class_id
+                && crate::detect::labels::confusable(dets[j].class_id, dets[i].class_id)
+                && dets[j].bbox.iou(&dets[i].bbox) >= DUPLICATE_IOU
+        });
+    }
+    primary
 }
 
 /// `b` scaled about the origin (converts between frame and gray pixels).
@@ -665,13 +775,17 @@ mod tests {
 
     #[test]
     fn tentatives_that_die_do_not_consume_ids() {
-        let mut tr = Tracker::new(no_visual()).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = TrackerConfig {
+            confirm_score: 1.1, // confirmation by hits only
+            ..no_visual()
+        };
+        let mut tr = Tracker::new(cfg).unwrap_or_else(|e| panic!("{e}"));
         tr.step(1, &flat(2.0));
         tr.apply_detections(1, &[det(10.0, 10.0, 0)]); // tentative, will die
         tr.step(2, &flat(2.0));
-        tr.apply_detections(2, &[det(300.0, 100.0, 0)]); // first dies, second tentative
+        tr.apply_detections(2, &[det(300.0, 100.0, 0)]); // first missed once, second tentative
         tr.step(3, &flat(2.0));
-        tr.apply_detections(3, &[det(300.0, 100.0, 0)]); // confirmed
+        tr.apply_detections(3, &[det(300.0, 100.0, 0)]); // first dies, second confirmed
         let ids: Vec<u64> = tr.tracks().map(|t| t.id).collect();
         assert_eq!(ids, vec![1]);
         let events = tr.drain_events();

@@ -1,11 +1,14 @@
 //! Tracking fidelity: how well tracks produced with a detection every N frames cover the
 //! detections the model would have made on *every* frame, and how stable their ids are.
 //!
-//! Pure functions over per-frame boxes; `benches/fidelity.rs` runs the clip and prints the
-//! table (README, "Tracking fidelity").
+//! Pure functions over per-frame boxes; [`replay`] makes the per-frame boxes of lockstep runs
+//! from one recording of the model's detections.
+
+pub mod replay;
 
 use std::collections::HashMap;
 
+use crate::detect::labels;
 use crate::geom::BBox;
 
 /// A labelled box in one frame (a detection or a track).
@@ -24,7 +27,8 @@ pub struct LabelledBox {
 pub struct Fidelity {
     /// Reference detections (all frames).
     pub reference: usize,
-    /// Reference detections with a same-class track at IoU ≥ 0.5 in the same frame.
+    /// Reference detections with a track of the same (or a confusable) class at IoU ≥ 0.5 in
+    /// the same frame.
     pub covered: usize,
     /// Identity switches of ground-truth trajectories (reference tracks).
     pub id_switches: usize,
@@ -51,13 +55,14 @@ impl Fidelity {
     }
 }
 
-/// Greedy same-class matching by IoU ≥ `min_iou`, best pairs first: `(a index, b index)`.
+/// Greedy matching of the same or confusable classes ([`labels::confusable`]: a `truck`
+/// track covers a `car` detection of the same object) by IoU ≥ `min_iou`, best pairs first: `(a index, b index)`.
 fn match_boxes(a: &[LabelledBox], b: &[LabelledBox], min_iou: f32) -> Vec<(usize, usize)> {
     let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
     for (i, x) in a.iter().enumerate() {
         for (j, y) in b.iter().enumerate() {
             let iou = x.bbox.iou(&y.bbox);
-            if x.class_id == y.class_id && iou >= min_iou {
+            if labels::confusable(x.class_id, y.class_id) && iou >= min_iou {
                 pairs.push((iou, i, j));
             }
         }

@@ -1,0 +1,290 @@
+//! Lockstep runs replayed without re-running the model: a [`Recording`] holds, for every frame
+//! of a source, the tracker's gray plane and the model's detections; [`simulate`] then steps a
+//! [`Tracker`] and a [`Planner`] through it exactly as the pipeline does in lockstep (step the
+//! frame, decide, and when a detection is due apply that frame's detections before the next
+//! frame), so any schedule and tracker setting is scored in milliseconds.
+//!
+//! Why this equals a lockstep run of the pipeline: in lockstep the tracker takes frame `k + 1`
+//! only after the detection it asked for on frame `k` came back, and the detector's answer
+//! for frame `k` is a pure function of the frame (same model, same preprocessing). The
+//! reference detections *are* those answers. What the replay cannot show is the detector's
+//! latency in a live run (there the detections of frame `k` arrive a few frames later).
+
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::detect::{DetectError, Detection, Detector};
+use crate::fidelity::LabelledBox;
+use crate::frame::GrayImage;
+use crate::preprocess::{self, Scratch};
+use crate::schedule::{Cause, Planner, PlannerConfig};
+use crate::source::{self, Pacing, SourceOptions};
+use crate::track::{TrackConfigError, Tracker, TrackerConfig};
+
+/// One frame of a [`Recording`].
+#[derive(Clone, Debug)]
+pub struct RecordedFrame {
+    /// The source's frame number.
+    pub seq: u64,
+    /// The frame's time in the recording (frame number ÷ the source's frame rate).
+    pub at: Duration,
+    /// The tracker's gray plane of the frame.
+    pub gray: GrayImage,
+    /// The model's detections on the frame (the configuration's label filter applied).
+    pub dets: Vec<Detection>,
+}
+
+/// Every frame of a source with its gray plane and detections, and what they cost.
+#[derive(Clone, Debug, Default)]
+pub struct Recording {
+    /// The frames, in order.
+    pub frames: Vec<RecordedFrame>,
+    /// Frame → tensor, model and decoding, summed over every frame (wall clock, the model's
+    /// own threads).
+    pub detect_time: Duration,
+    /// Frame → gray plane, summed.
+    pub gray_time: Duration,
+    /// The source's frame size.
+    pub frame_size: (u32, u32),
+}
+
+impl Recording {
+    /// Mean time of one detection (preprocessing, model, decoding).
+    pub fn detect_ms(&self) -> f64 {
+        self.detect_time.as_secs_f64() * 1e3 / self.frames.len().max(1) as f64
+    }
+
+    /// The detections per frame as labelled boxes (the fidelity reference): one per object,
+    /// so of a `car` and a `truck` boxing the same object only the better-scoring one counts
+    /// ([`crate::track::duplicates`]).
+    pub fn reference(&self) -> Vec<Vec<LabelledBox>> {
+        self.frames
+            .iter()
+            .map(|f| {
+                let primary = crate::track::duplicates(&f.dets, &vec![true; f.dets.len()]);
+                f.dets
+                    .iter()
+                    .zip(primary)
+                    .filter(|(_, p)| p.is_none())
+                    .map(|(d, _)| LabelledBox {
+                        id: 0,
+                        class_id: d.class_id,
+                        bbox: d.bbox,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Why a recording could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The source could not be opened or read.
+    #[error("source {spec}: {source}")]
+    Source {
+        /// The source spec.
+        spec: String,
+        /// What went wrong.
+        source: source::SourceError,
+    },
+    /// The model could not be loaded or run.
+    #[error(transparent)]
+    Detect(#[from] DetectError),
+    /// A frame could not be converted.
+    #[error("frame {seq}: {message}")]
+    Frame {
+        /// The frame number.
+        seq: u64,
+        /// What went wrong.
+        message: String,
+    },
+    /// The source held no frame.
+    #[error("source {0}: no frame to record")]
+    Empty(String),
+}
+
+/// Runs the model of `cfg` on every frame of `spec` (at most `max_frames`), as fast as
+/// possible, and keeps each frame's gray plane and detections.
+pub fn record(
+    cfg: &Config,
+    spec: &str,
+    max_frames: Option<usize>,
+) -> Result<Recording, RecordError> {
+    let det = Detector::load(&cfg.detector())?;
+    let opts = SourceOptions {
+        pace: Pacing::AsFastAsPossible,
+        ..SourceOptions::default()
+    };
+    let src_err = |e| RecordError::Source {
+        spec: spec.to_string(),
+        source: e,
+    };
+    let mut src = source::open(spec, &opts).map_err(src_err)?;
+    let fps = src
+        .fps()
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .unwrap_or(10.0);
+    let labels = cfg.label_filter();
+    let (w, h) = (det.info().input_w, det.info().input_h);
+    let mut input = vec![0.0f32; det.input_len()];
+    let mut scratch = Scratch::default();
+    let mut rec = Recording::default();
+    while let Some(frame) = src.next().map_err(src_err)? {
+        if max_frames.is_some_and(|m| rec.frames.len() >= m) {
+            break;
+        }
+        let frame_err = |e: preprocess::PreprocessError| RecordError::Frame {
+            seq: frame.seq,
+            message: e.to_string(),
+        };
+        let t0 = Instant::now();
+        let mut gray = GrayImage::default();
+        preprocess::frame_to_gray(&frame, cfg.pipeline.track_width, &mut gray, &mut scratch)
+            .map_err(frame_err)?;
+        let t1 = Instant::now();
+        let map =
+            preprocess::frame_to_tensor(&frame, w, h, cfg.model.resize, &mut input, &mut scratch)
+                .map_err(frame_err)?;
+        let mut dets = det.detect_tensor(&input, &map)?;
+        if let Some(keep) = &labels {
+            dets.retain(|d| keep.contains(&d.class_id));
+        }
+        rec.gray_time += t1 - t0;
+        rec.detect_time += t1.elapsed();
+        rec.frame_size = (frame.width, frame.height);
+        rec.frames.push(RecordedFrame {
+            seq: frame.seq,
+            at: Duration::from_secs_f64(rec.frames.len() as f64 / fps),
+            gray,
+            dets,
+        });
+    }
+    if rec.frames.is_empty() {
+        return Err(RecordError::Empty(spec.to_string()));
+    }
+    Ok(rec)
+}
+
+/// Detections asked for, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CauseCounts {
+    /// `detect_every` frames passed.
+    pub interval: u64,
+    /// Motion outside the tracks.
+    pub motion: u64,
+    /// A track needed fresh evidence.
+    pub uncertain: u64,
+    /// The idle heartbeat.
+    pub idle: u64,
+}
+
+impl CauseCounts {
+    /// Counts one detection of `cause`.
+    pub fn add(&mut self, cause: Cause) {
+        match cause {
+            Cause::Interval => self.interval += 1,
+            Cause::Motion => self.motion += 1,
+            Cause::Uncertain => self.uncertain += 1,
+            Cause::Idle => self.idle += 1,
+        }
+    }
+
+    /// All detections.
+    pub fn total(&self) -> u64 {
+        self.interval + self.motion + self.uncertain + self.idle
+    }
+}
+
+/// What a replayed run produced.
+#[derive(Clone, Debug, Default)]
+pub struct SimRun {
+    /// The confirmed tracks of every frame, as the tracks file would hold them.
+    pub tracks: Vec<Vec<LabelledBox>>,
+    /// Detections run, by cause.
+    pub causes: CauseCounts,
+    /// Tracker steps, detection matching and scheduling decisions, summed (this thread).
+    pub track_time: Duration,
+}
+
+/// Replays `rec` in lockstep with a tracker of `tracker` settings and a planner of `plan`.
+pub fn simulate(
+    rec: &Recording,
+    tracker: &TrackerConfig,
+    plan: PlannerConfig,
+) -> Result<SimRun, TrackConfigError> {
+    let mut t = Tracker::new(tracker.clone())?;
+    let mut planner = Planner::new(plan);
+    let mut run = SimRun::default();
+    for f in &rec.frames {
+        let t0 = Instant::now();
+        t.step(f.seq, &f.gray);
+        t.drain_events();
+        if let Some(cause) = planner.decide(&f.gray, &t, f.at) {
+            planner.handed_out(cause, f.at);
+            let outcome = t.apply_detections(f.seq, &f.dets);
+            planner.applied(outcome.started);
+            run.causes.add(cause);
+        }
+        run.track_time += t0.elapsed();
+        run.tracks.push(
+            t.tracks()
+                .map(|tr| LabelledBox {
+                    id: tr.id,
+                    class_id: tr.class_id,
+                    bbox: tr.bbox,
+                })
+                .collect(),
+        );
+    }
+    Ok(run)
+}
+
+/// One row of a fidelity sweep.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SweepRow {
+    /// `"fixed"` or `"adaptive"`.
+    pub schedule: &'static str,
+    /// The fixed interval, or the adaptive schedule's longest gap.
+    pub detect_every: u32,
+    /// Coverage and id switches against the reference.
+    pub fidelity: super::Fidelity,
+    /// Detections run, by cause.
+    pub causes: CauseCounts,
+    /// Detections per frame.
+    pub detections_per_frame: f64,
+    /// Estimated CPU per frame, ms: the gray plane and the tracker's work as measured in the
+    /// replay, plus the recording's mean detection time × detections per frame.
+    pub cpu_ms_per_frame: f64,
+}
+
+/// Scores each of `plans` on `rec` against the reference of every-frame detections; id
+/// switches count against the tracks of the first plan (make it fixed N = 1).
+pub fn sweep(
+    rec: &Recording,
+    tracker: &TrackerConfig,
+    plans: &[PlannerConfig],
+) -> Result<Vec<SweepRow>, TrackConfigError> {
+    let reference = rec.reference();
+    let frames = rec.frames.len().max(1) as f64;
+    let gray_ms = rec.gray_time.as_secs_f64() * 1e3 / frames;
+    let mut gt: Option<Vec<Vec<LabelledBox>>> = None;
+    let mut rows = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let run = simulate(rec, tracker, *plan)?;
+        let gt_tracks = gt.get_or_insert_with(|| run.tracks.clone());
+        let fidelity = super::evaluate(&reference, gt_tracks, &run.tracks);
+        let per_frame = run.causes.total() as f64 / frames;
+        rows.push(SweepRow {
+            schedule: plan.kind.as_str(),
+            detect_every: plan.every,
+            fidelity,
+            causes: run.causes,
+            detections_per_frame: per_frame,
+            cpu_ms_per_frame: gray_ms
+                + run.track_time.as_secs_f64() * 1e3 / frames
+                + per_frame * rec.detect_ms(),
+        });
+    }
+    Ok(rows)
+}
