@@ -219,7 +219,7 @@ mod tests {
         // The exact bytes: key order, rounding, no class_id.
         assert_eq!(
             text,
-            "{\"seq\":3,\"captured_at_ms\":12.5,\"tracks\":[{\"id\":7,\"label\":\"person\",\"score\":0.812,\"box\":[1.0,2.0,30.0,40.0],\"detected\":true}]}\n"
+            "{\"seq\":3,\"captured_at_ms\":12.5,\"tracks\":[{\"id\":7,\"label\":\"person\",\"score\":0.812,\"box\":[1.0,2.0,30.0,40.0],\"detected\":true,\"detected_seq\":5}]}\n"
         );
         let _ = std::fs::remove_file(p);
     }
