@@ -10,10 +10,11 @@ use std::fmt;
 use std::path::Path;
 
 use lookout::bench::report::{
-    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, EffectiveSettings,
-    FrameCounts, ImageCheck, ImageTiming, InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures,
-    Percentiles, PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures,
-    SystemFigures, ThermalFigures, ThreadFigures, SCHEMA_ID,
+    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
+    EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
+    InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures, Percentiles, PlainDetection,
+    Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures, ThermalFigures,
+    ThreadFigures, SCHEMA_ID,
 };
 use lookout::bench::Sweep;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -133,6 +134,43 @@ fn run(full: bool) -> RunFigures {
     }
 }
 
+/// `--sweep fidelity`'s section; `full`: its rows are there.
+fn fidelity(full: bool) -> FidelityReport {
+    let row = FidelityRow {
+        name: "adaptive".into(),
+        schedule: "adaptive".into(),
+        detect_every: 5,
+        coverage: 0.5,
+        covered: 10,
+        id_switches: 1,
+        matched_track_frames: 12,
+        id_switches_per_100: 8.5,
+        detections: 4,
+        detections_per_frame: 0.5,
+        causes: DetectCauses {
+            interval: 1,
+            motion: 1,
+            uncertain: 1,
+            idle: 1,
+        },
+        cpu_ms_per_frame: 12.5,
+        cpu_vs_n1: 0.5,
+    };
+    FidelityReport {
+        source: "demo".into(),
+        frames: 20,
+        frame_width: 640,
+        frame_height: 480,
+        source_fps: 10.5,
+        reference_detections: 20,
+        detect_ms: 80.5,
+        gray_ms: 1.5,
+        record_s: 2.5,
+        idle_detect_interval_s: 10.5,
+        rows: many(full, row),
+    }
+}
+
 /// A report; `full`: every `Option` is `Some` and every list has entries.
 fn report(full: bool, limit: Limit) -> BenchReport {
     let image = ImageCheck {
@@ -226,6 +264,7 @@ fn report(full: bool, limit: Limit) -> BenchReport {
                 ),
             },
         ),
+        fidelity: some(full, fidelity(full)),
         peak_rss_kib: some(full, 123_456),
         total_s: 12.5,
     }

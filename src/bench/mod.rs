@@ -29,15 +29,18 @@ use serde::Serialize;
 
 use crate::config::{Config, ConfigErrors};
 use crate::detect::{Detector, ModelSource};
+use crate::fidelity::replay;
 use crate::pipeline::{self, Parts, PipelineError, Reconcile, RunOptions};
 use crate::source::{Pacing, Spec};
 use crate::sysinfo::{self, CpuTimes, SystemInfo, Thermal};
 
+mod fidelity;
 mod figures;
 mod golden;
 pub mod report;
 mod timing;
 
+pub use fidelity::fidelity_report;
 pub use figures::{figures, recommend, MIN_MEASURED_WINDOW};
 use figures::{mm_cpu, round};
 pub use golden::{
@@ -46,10 +49,11 @@ pub use golden::{
     LONE_TOP_MAX_SCORE, MIN_TOP_IOU,
 };
 pub use report::{
-    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, EffectiveSettings,
-    FrameCounts, ImageCheck, ImageTiming, InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures,
-    Percentiles, PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures,
-    SystemFigures, ThermalFigures, ThreadFigures, SCHEMA_ID,
+    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
+    EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
+    InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures, Percentiles, PlainDetection,
+    Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures, ThermalFigures,
+    ThreadFigures, SCHEMA_ID,
 };
 pub use timing::time_inference;
 
@@ -86,6 +90,9 @@ pub enum Sweep {
     DetectEvery,
     /// Every `.onnx` file in the models directory.
     Model,
+    /// Tracking fidelity: the model once on every frame of the source, then fixed N = 1, 2,
+    /// 3, 5, 10 and the adaptive schedule replayed in lockstep from that recording.
+    Fidelity,
 }
 
 /// Everything `lookout bench` was asked for, after the command line was parsed and checked
@@ -126,6 +133,9 @@ pub enum BenchError {
     /// golden photos to time the model on).
     #[error("{0}")]
     Usage(String),
+    /// `--sweep fidelity`: the source could not be recorded (opened, read, converted).
+    #[error("--sweep fidelity: {0}")]
+    Record(#[from] crate::fidelity::replay::RecordError),
 }
 
 /// Progress callbacks (the CLI draws a spinner; tests and JSON runs ignore them).
@@ -158,6 +168,8 @@ fn rows_for(base: &Config, sweep: Option<Sweep>) -> Result<Vec<Row>, BenchError>
     };
     Ok(match sweep {
         None => vec![row("default".into(), &|_| {})],
+        // Not pipeline runs: replayed from one recording (`Bench::fidelity`).
+        Some(Sweep::Fidelity) => Vec::new(),
         Some(Sweep::Threads) => (1..=sysinfo::core_count())
             .map(|n| row(format!("threads={n}"), &|c| c.model.threads = n))
             .collect(),
@@ -231,12 +243,16 @@ fn is_camera(spec: &str) -> bool {
     Spec::parse(spec).is_ok_and(|s| s.is_camera())
 }
 
-/// Runs the benchmark: self-checks, runs every row (or times the model alone), gathers the
-/// report.
+/// Runs the benchmark: self-checks, runs every row (or times the model alone, or records the
+/// source and replays the fidelity sweep), gathers the report.
 pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport, BenchError> {
     let started = Instant::now();
     let base = effective_config(s)?;
-    let limit = s.limit.unwrap_or(Limit::Seconds(if s.sweep.is_some() {
+    let fidelity_sweep = s.sweep == Some(Sweep::Fidelity) && s.inference_only.is_none();
+    if fidelity_sweep {
+        check_fidelity_settings(s, &base)?;
+    }
+    let mut limit = s.limit.unwrap_or(Limit::Seconds(if s.sweep.is_some() {
         DEFAULT_SWEEP_SECONDS
     } else {
         DEFAULT_SECONDS
@@ -251,10 +267,22 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         checked: Vec::new(),
         progress,
     };
+    let mut fidelity = None;
     let (runs, inference, target_fps) = match s.inference_only {
         Some(runs) => {
             let timing = bench.time_model(&base, runs)?;
             (Vec::new(), Some(timing), DEFAULT_TARGET_FPS)
+        }
+        None if fidelity_sweep => {
+            let max_frames = match s.limit {
+                Some(Limit::Frames(n)) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                _ => None,
+            };
+            let report = bench.fidelity(&base, max_frames)?;
+            limit = Limit::Frames(report.frames);
+            let fps = report.source_fps;
+            fidelity = Some(report);
+            (Vec::new(), None, fps)
         }
         None => {
             let (runs, fps) = bench.run_rows(rows, limit, s.tracks_out.as_ref())?;
@@ -275,9 +303,28 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         runs,
         recommendation,
         inference,
+        fidelity,
         peak_rss_kib: sysinfo::peak_rss_kib(),
         total_s: round(started.elapsed().as_secs_f64(), 2),
     })
+}
+
+/// What `--sweep fidelity` cannot do: replay a camera (it records every frame in order, and a
+/// camera drops frames while the model runs), or stop after a time (it records whole sources).
+fn check_fidelity_settings(s: &BenchSettings, base: &Config) -> Result<(), BenchError> {
+    if is_camera(&base.source.spec) {
+        return Err(BenchError::Usage(format!(
+            "--sweep fidelity replays a recording, and {} is a camera: record it first (lookout capture) and pass the file with --source",
+            base.source.spec
+        )));
+    }
+    if let Some(Limit::Seconds(_)) = s.limit {
+        return Err(BenchError::Usage(
+            "--sweep fidelity records the whole source: limit it with --frames N, not --seconds"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The state of a benchmark between its runs: the self-check so far and the models it covered.
@@ -309,6 +356,36 @@ impl Bench<'_> {
         self.progress
             .phase(&format!("timing the model, {runs} runs per photo"));
         Ok(time_inference(&det, g, runs.max(1)))
+    }
+
+    /// `--sweep fidelity`: loads the model, self-checks it, records the source (the model on
+    /// every frame) and replays every schedule from the recording.
+    fn fidelity(
+        &mut self,
+        base: &Config,
+        max_frames: Option<usize>,
+    ) -> Result<FidelityReport, BenchError> {
+        self.progress.phase("loading the model");
+        let det = Detector::load(&base.detector()).map_err(PipelineError::from)?;
+        if let Ok(g) = self.golden {
+            self.progress
+                .phase(&format!("self-check against {}", g.display()));
+            self.check.add(self_check(&det, g));
+        }
+        let t0 = Instant::now();
+        let progress = &mut *self.progress;
+        let rec = fidelity::record(&det, base, max_frames, &mut |line| progress.phase(line))?;
+        let record_time = t0.elapsed();
+        self.progress.finish();
+        self.progress.phase(&format!(
+            "replaying {} schedules over {} frames",
+            replay::FIXED_INTERVALS.len() + 1,
+            rec.frames.len()
+        ));
+        let report = fidelity::fidelity_report(base, &rec, record_time)
+            .map_err(|e| BenchError::Usage(format!("[tracker] settings: {e}")))?;
+        self.progress.finish();
+        Ok(report)
     }
 
     /// Runs every row through the real pipeline, reusing the loaded model when only
@@ -434,13 +511,17 @@ fn effective_settings(
     EffectiveSettings {
         mode: if s.inference_only.is_some() {
             "inference-only"
+        } else if s.sweep == Some(Sweep::Fidelity) {
+            "fidelity"
         } else {
             "pipeline"
         }
         .into(),
         config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
         source: base.source.spec.clone(),
-        pacing: if is_camera(&base.source.spec) {
+        pacing: if s.sweep == Some(Sweep::Fidelity) && s.inference_only.is_none() {
+            "every frame once, as fast as possible".into()
+        } else if is_camera(&base.source.spec) {
             "camera rate".into()
         } else {
             "looped, as fast as possible".into()

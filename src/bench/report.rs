@@ -36,6 +36,8 @@ pub struct BenchReport {
     pub recommendation: Option<Recommendation>,
     /// `--inference-only`: the model timed alone on the golden photos.
     pub inference: Option<InferenceTiming>,
+    /// `--sweep fidelity`: tracking fidelity of each schedule, replayed from one recording.
+    pub fidelity: Option<FidelityReport>,
     /// Peak resident memory of the process (`VmHWM`), KiB.
     pub peak_rss_kib: Option<u64>,
     /// Total benchmark time including loading and self-checks, s.
@@ -432,4 +434,81 @@ pub struct PlainDetection {
     /// `[x0, y0, x1, y1]` in model-input pixels.
     #[serde(rename = "box")]
     pub bbox: [f32; 4],
+}
+
+// ───────────────────────────── tracking fidelity ─────────────────────────────
+
+/// `--sweep fidelity`: the model ran once on every frame of the source (the *reference*: the
+/// every-frame detections); each schedule was then replayed in *lockstep* (every frame tracked,
+/// every detection it asks for applied before the next frame) from that recording.
+#[derive(Clone, Debug, Serialize)]
+pub struct FidelityReport {
+    /// Source spec.
+    pub source: String,
+    /// Frames recorded.
+    pub frames: u64,
+    /// Frame width, pixels.
+    pub frame_width: u32,
+    /// Frame height, pixels.
+    pub frame_height: u32,
+    /// The recording's frame rate (10 when the source says none): the adaptive schedule's clock.
+    pub source_fps: f64,
+    /// Reference detections over all frames (of a `car` and a `truck` on one object, one).
+    pub reference_detections: u64,
+    /// Mean time of one detection while recording (frame → tensor, model, decoding), ms.
+    pub detect_ms: f64,
+    /// Mean time of one gray plane while recording, ms.
+    pub gray_ms: f64,
+    /// Wall time of the recording, s.
+    pub record_s: f64,
+    /// The adaptive schedule's heartbeat while nothing is tracked or moving, s.
+    pub idle_detect_interval_s: f64,
+    /// One row per schedule: fixed N = 1, 2, 3, 5, 10, then adaptive.
+    pub rows: Vec<FidelityRow>,
+}
+
+/// One schedule's fidelity against the reference.
+#[derive(Clone, Debug, Serialize)]
+pub struct FidelityRow {
+    /// `N=1` … `N=10`, `adaptive`.
+    pub name: String,
+    /// `fixed` or `adaptive`.
+    pub schedule: String,
+    /// The fixed interval, or the adaptive schedule's longest gap while anything is tracked.
+    pub detect_every: u32,
+    /// Share of the reference detections a confirmed track of the same (or a confusable)
+    /// class matches at IoU ≥ 0.5 in the same frame, 0..1.
+    pub coverage: f64,
+    /// Reference detections covered.
+    pub covered: u64,
+    /// Identity switches of the N = 1 tracks (the ground-truth trajectories).
+    pub id_switches: u64,
+    /// Ground-truth track-frames matched by a track.
+    pub matched_track_frames: u64,
+    /// `id_switches` per 100 `matched_track_frames`.
+    pub id_switches_per_100: f64,
+    /// Model runs.
+    pub detections: u64,
+    /// Model runs per frame.
+    pub detections_per_frame: f64,
+    /// Model runs by the cause that asked for them (a fixed schedule: all `interval`).
+    pub causes: DetectCauses,
+    /// Estimated CPU per frame, ms: gray plane and tracker as measured in the replay, plus
+    /// the mean detection time × detections per frame.
+    pub cpu_ms_per_frame: f64,
+    /// `cpu_ms_per_frame` ÷ that of N = 1.
+    pub cpu_vs_n1: f64,
+}
+
+/// Model runs by cause (the journal's `DETECT_*` counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DetectCauses {
+    /// The longest gap (`detect_every` frames) passed.
+    pub interval: u64,
+    /// Motion outside the tracks.
+    pub motion: u64,
+    /// A track needed fresh evidence.
+    pub uncertain: u64,
+    /// The idle heartbeat.
+    pub idle: u64,
 }

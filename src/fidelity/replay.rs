@@ -17,7 +17,7 @@ use crate::detect::{DetectError, Detection, Detector};
 use crate::fidelity::LabelledBox;
 use crate::frame::GrayImage;
 use crate::preprocess::{self, Scratch};
-use crate::schedule::{Cause, Planner, PlannerConfig};
+use crate::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use crate::source::{self, Pacing, SourceOptions};
 use crate::track::{TrackConfigError, Tracker, TrackerConfig};
 
@@ -46,6 +46,8 @@ pub struct Recording {
     pub gray_time: Duration,
     /// The source's frame size.
     pub frame_size: (u32, u32),
+    /// The source's frame rate (10 fps when it says none).
+    pub fps: f64,
 }
 
 impl Recording {
@@ -112,6 +114,18 @@ pub fn record(
     max_frames: Option<usize>,
 ) -> Result<Recording, RecordError> {
     let det = Detector::load(&cfg.detector())?;
+    record_with(&det, cfg, spec, max_frames, &mut |_| {})
+}
+
+/// [`record`] with a loaded model (`cfg`'s gray-plane width and label filter apply);
+/// `on_frame(n)` is called after each of the `n` frames recorded so far (progress).
+pub fn record_with(
+    det: &Detector,
+    cfg: &Config,
+    spec: &str,
+    max_frames: Option<usize>,
+    on_frame: &mut dyn FnMut(usize),
+) -> Result<Recording, RecordError> {
     let opts = SourceOptions {
         pace: Pacing::AsFastAsPossible,
         ..SourceOptions::default()
@@ -129,7 +143,10 @@ pub fn record(
     let (w, h) = (det.info().input_w, det.info().input_h);
     let mut input = vec![0.0f32; det.input_len()];
     let mut scratch = Scratch::default();
-    let mut rec = Recording::default();
+    let mut rec = Recording {
+        fps,
+        ..Recording::default()
+    };
     while let Some(frame) = src.next().map_err(src_err)? {
         if max_frames.is_some_and(|m| rec.frames.len() >= m) {
             break;
@@ -159,6 +176,7 @@ pub fn record(
             gray,
             dets,
         });
+        on_frame(rec.frames.len());
     }
     if rec.frames.is_empty() {
         return Err(RecordError::Empty(spec.to_string()));
@@ -238,6 +256,24 @@ pub fn simulate(
         );
     }
     Ok(run)
+}
+
+/// The fixed intervals a fidelity sweep compares (N = 1 first: the id-switch reference).
+pub const FIXED_INTERVALS: [u32; 5] = [1, 2, 3, 5, 10];
+
+/// The schedules of a fidelity sweep: fixed N over [`FIXED_INTERVALS`], then the adaptive
+/// schedule with `detect_every` as its longest gap and `idle_interval` as its heartbeat.
+pub fn standard_plans(detect_every: u32, idle_interval: Duration) -> Vec<PlannerConfig> {
+    let mut plans: Vec<PlannerConfig> = FIXED_INTERVALS
+        .iter()
+        .map(|&n| PlannerConfig::new(ScheduleKind::Fixed, n, idle_interval))
+        .collect();
+    plans.push(PlannerConfig::new(
+        ScheduleKind::Adaptive,
+        detect_every,
+        idle_interval,
+    ));
+    plans
 }
 
 /// One row of a fidelity sweep.

@@ -1,0 +1,94 @@
+//! `--sweep fidelity`: the model runs once on every frame of the source (the *reference*),
+//! then fixed N = 1, 2, 3, 5, 10 and the adaptive schedule are replayed in *lockstep* from that
+//! recording ([`crate::fidelity::replay`]) and scored against it. The conversion of the
+//! replay's rows into the report's [`FidelityReport`] lives here.
+
+use std::time::{Duration, Instant};
+
+use super::figures::round;
+use super::report::{DetectCauses, FidelityReport, FidelityRow};
+use crate::config::Config;
+use crate::detect::Detector;
+use crate::fidelity::replay::{self, CauseCounts, Recording, SweepRow};
+
+/// Replays every schedule of [`replay::standard_plans`] (adaptive: `cfg`'s `detect_every` and
+/// `idle_detect_interval`) on `rec` with `cfg`'s tracker, and gathers the report.
+pub fn fidelity_report(
+    cfg: &Config,
+    rec: &Recording,
+    record_time: Duration,
+) -> Result<FidelityReport, crate::track::TrackConfigError> {
+    let idle = Duration::from_secs_f64(cfg.pipeline.idle_detect_interval);
+    let plans = replay::standard_plans(cfg.pipeline.detect_every, idle);
+    let rows = replay::sweep(rec, &cfg.tracker, &plans)?;
+    let base = rows
+        .first()
+        .map(|r| r.cpu_ms_per_frame)
+        .filter(|c| *c > 0.0)
+        .unwrap_or(1.0);
+    let frames = rec.frames.len();
+    Ok(FidelityReport {
+        source: cfg.source.spec.clone(),
+        frames: frames as u64,
+        frame_width: rec.frame_size.0,
+        frame_height: rec.frame_size.1,
+        source_fps: round(rec.fps, 3),
+        reference_detections: rows.first().map_or(0, |r| r.fidelity.reference as u64),
+        detect_ms: round(rec.detect_ms(), 2),
+        gray_ms: round(rec.gray_time.as_secs_f64() * 1e3 / frames.max(1) as f64, 3),
+        record_s: round(record_time.as_secs_f64(), 2),
+        idle_detect_interval_s: cfg.pipeline.idle_detect_interval,
+        rows: rows.iter().map(|r| row(r, base)).collect(),
+    })
+}
+
+/// Runs the model of `det` on every frame of `cfg`'s source (at most `max_frames`), calling
+/// `progress` with a line to show after each frame.
+pub fn record(
+    det: &Detector,
+    cfg: &Config,
+    max_frames: Option<usize>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Recording, replay::RecordError> {
+    let spec = &cfg.source.spec;
+    let started = Instant::now();
+    let of = max_frames.map_or(String::new(), |m| format!("/{m}"));
+    progress(&format!("recording {spec}: the model on every frame"));
+    replay::record_with(det, cfg, spec, max_frames, &mut |n| {
+        let per = started.elapsed().as_secs_f64() * 1e3 / n.max(1) as f64;
+        progress(&format!(
+            "recording {spec}: the model on every frame — frame {n}{of} ({per:.0} ms per frame)"
+        ));
+    })
+}
+
+fn row(r: &SweepRow, base_cpu: f64) -> FidelityRow {
+    let f = &r.fidelity;
+    FidelityRow {
+        name: match r.schedule {
+            "fixed" => format!("N={}", r.detect_every),
+            other => other.to_string(),
+        },
+        schedule: r.schedule.to_string(),
+        detect_every: r.detect_every,
+        coverage: round(f.coverage(), 4),
+        covered: f.covered as u64,
+        id_switches: f.id_switches as u64,
+        matched_track_frames: f.matched_track_frames as u64,
+        id_switches_per_100: round(f.switches_per_100(), 3),
+        detections: r.causes.total(),
+        detections_per_frame: round(r.detections_per_frame, 4),
+        causes: causes(&r.causes),
+        cpu_ms_per_frame: round(r.cpu_ms_per_frame, 3),
+        cpu_vs_n1: round(r.cpu_ms_per_frame / base_cpu, 3),
+    }
+}
+
+fn causes(c: &CauseCounts) -> DetectCauses {
+    DetectCauses {
+        interval: c.interval,
+        motion: c.motion,
+        uncertain: c.uncertain,
+        idle: c.idle,
+    }
+}
