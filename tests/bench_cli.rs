@@ -353,10 +353,18 @@ fn bad_arguments_are_named() {
 fn clap_refuses_bad_command_lines_with_ex_usage_naming_the_flag() {
     // Refused by clap before anything is loaded (the missing config file is never read), with
     // status 64: not 1 (a runtime failure), not 2 (the self-check failed), not 78.
-    let cases: [(&[&str], &[&str]); 8] = [
+    let cases: [(&[&str], &[&str]); 10] = [
         (
             &["--sweep", "threads", "--tracks-out", "/tmp/x.jsonl"],
             &["--tracks-out", "--sweep"],
+        ),
+        (
+            &["--sweep", "fidelity", "--tracks-out", "/tmp/x.jsonl"],
+            &["--tracks-out", "--sweep"],
+        ),
+        (
+            &["--sweep", "fidelity", "--inference-only", "3"],
+            &["--inference-only", "--sweep"],
         ),
         (
             &["--inference-only", "3", "--sweep", "model"],
@@ -389,6 +397,125 @@ fn clap_refuses_bad_command_lines_with_ex_usage_naming_the_flag() {
     let out = bench(&["--help"], None);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--inference-only"));
+}
+
+/// The fidelity section's rows by name, after checking what must hold whatever the footage:
+/// one row per schedule in order, coverage in 0..=1, N = 1 detects on every frame, the
+/// adaptive schedule's causes sum to its detections, N = 10 detects no more than N = 1.
+fn fidelity_rows(doc: &Value, frames: u64) -> Vec<&Value> {
+    assert!(schema_errors(doc).is_empty(), "{:#?}", schema_errors(doc));
+    assert_eq!(doc["settings"]["mode"], "fidelity");
+    assert_eq!(doc["settings"]["sweep"], "fidelity");
+    assert_eq!(doc["settings"]["limit"]["frames"], frames);
+    assert_eq!(doc["runs"].as_array().map(Vec::len), Some(0));
+    let f = &doc["fidelity"];
+    assert_eq!(f["frames"], frames, "{f}");
+    let rows: Vec<&Value> = f["rows"].as_array().unwrap().iter().collect();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["N=1", "N=2", "N=3", "N=5", "N=10", "adaptive"]);
+    for r in &rows {
+        let c = r["coverage"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&c), "{r}");
+        let causes = &r["causes"];
+        let sum: u64 = ["interval", "motion", "uncertain", "idle"]
+            .iter()
+            .map(|k| causes[k].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, r["detections"].as_u64().unwrap(), "{r}");
+    }
+    assert_eq!(rows[0]["detections_per_frame"].as_f64(), Some(1.0));
+    assert_eq!(rows[0]["detections"].as_u64(), Some(frames));
+    assert_eq!(rows[0]["cpu_vs_n1"].as_f64(), Some(1.0));
+    assert!(rows[4]["detections"].as_u64() <= rows[0]["detections"].as_u64());
+    assert_eq!(rows[5]["schedule"], "adaptive");
+    rows
+}
+
+#[test]
+fn a_fidelity_sweep_on_the_clip_is_one_document_with_a_row_per_schedule() {
+    let out = bench(&["--sweep", "fidelity", "--frames", "20", "--json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    fidelity_rows(&doc, 20);
+    assert_eq!(doc["fidelity"]["source"], "demo");
+    assert_eq!(doc["self_check"]["status"], "passed");
+    assert!(doc["fidelity"]["reference_detections"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_fidelity_sweep_reads_an_image_directory_and_prints_a_table() {
+    // Five copies of one photo: a still scene, and a person in it.
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        std::fs::copy(
+            repo("tests/data/astronaut.jpg"),
+            dir.path().join(format!("{i:02}.jpg")),
+        )
+        .unwrap();
+    }
+    let spec = dir.path().to_str().unwrap();
+    let out = bench(&["--sweep", "fidelity", "--source", spec, "--json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    fidelity_rows(&doc, 5);
+    assert_eq!(doc["fidelity"]["source"], spec);
+    assert_eq!(doc["fidelity"]["frame_width"], 512);
+    // The table: its header says what the words mean, then one line per schedule.
+    let out = bench(&["--sweep", "fidelity", "--source", spec], None);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("lockstep: ") && stdout.contains("reference: "),
+        "{stdout}"
+    );
+    for row in ["| N = 1 |", "| N = 10 |", "| adaptive (≤ "] {
+        assert!(stdout.contains(row), "no {row}:\n{stdout}");
+    }
+}
+
+#[test]
+fn a_fidelity_sweep_names_what_it_cannot_record() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file that does not exist: a configuration error, as for the other modes.
+    let missing = dir.path().join("missing.mjpeg");
+    let out = bench(
+        &["--sweep", "fidelity", "--source", missing.to_str().unwrap()],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("missing.mjpeg"), "{err}");
+    // A file that ends inside its first frame: a runtime failure naming it.
+    let short = dir.path().join("short.y4m");
+    let mut data = b"YUV4MPEG2 W64 H48 F10:1 C420\nFRAME\n".to_vec();
+    data.extend([7u8; 100]);
+    std::fs::write(&short, data).unwrap();
+    let out = bench(
+        &["--sweep", "fidelity", "--source", short.to_str().unwrap()],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--sweep fidelity") && err.contains("short.y4m"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    // A time limit means nothing for a recording made frame by frame.
+    let out = bench(&["--sweep", "fidelity", "--seconds", "5"], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--frames"), "{err}");
 }
 
 #[test]
