@@ -1,66 +1,50 @@
-//! Tracking fidelity on the bundled clip (`cargo bench --bench fidelity`): the model runs on
-//! every frame once (the reference); lockstep runs with a detection every N = 1, 2, 3, 5, 10
-//! frames and with the adaptive schedule are replayed from that recording
-//! (`lookout::fidelity::replay`) and scored for coverage of the reference detections (same
-//! class, IoU ≥ 0.5), identity switches against the N = 1 tracks, detections and CPU per
-//! frame. Prints a Markdown table.
+//! Tracking fidelity (`cargo bench --bench fidelity`): a thin wrapper over what
+//! `lookout bench --sweep fidelity` runs (`lookout::bench::run`; the table is
+//! `lookout::cli::bench::render_table`'s). The model runs once on every frame of the source
+//! (the reference); fixed N = 1, 2, 3, 5, 10 and the adaptive schedule are replayed in
+//! lockstep from that recording and scored for coverage of the reference detections, id
+//! switches against the N = 1 tracks, detections and CPU per frame.
 //!
 //! `LOOKOUT_FIDELITY_CONFIG=FILE` evaluates other settings (e.g. a `[tracker]` table);
 //! `LOOKOUT_FIDELITY_SOURCE=SPEC` another recording.
 
-use std::time::Duration;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
 
-use lookout::config::Config;
-use lookout::fidelity::replay;
-use lookout::schedule::{PlannerConfig, ScheduleKind};
+use lookout::bench::{self, BenchSettings, Limit, Progress, Sweep};
+
+/// The phases on one stderr line rewritten in place, when stderr is a terminal.
+struct Line(bool);
+
+impl Progress for Line {
+    fn phase(&mut self, message: &str) {
+        if self.0 {
+            eprint!("\r\x1b[2K{message}");
+            let _ = std::io::stderr().flush();
+        }
+    }
+    fn finish(&mut self) {
+        if self.0 {
+            eprintln!();
+        }
+    }
+}
 
 fn main() -> anyhow::Result<()> {
     // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let cfg = match std::env::var_os("LOOKOUT_FIDELITY_CONFIG") {
-        Some(p) => Config::load(std::path::Path::new(&p))?,
-        None => Config::default(),
+    let settings = BenchSettings {
+        config_file: std::env::var_os("LOOKOUT_FIDELITY_CONFIG").map(PathBuf::from),
+        source: std::env::var("LOOKOUT_FIDELITY_SOURCE").ok(),
+        limit: quick.then_some(Limit::Frames(30)),
+        sweep: Some(Sweep::Fidelity),
+        detect_every: None,
+        model: None,
+        tracks_out: None,
+        threads: None,
+        inference_only: None,
     };
-    let spec = std::env::var("LOOKOUT_FIDELITY_SOURCE").unwrap_or(cfg.source.spec.clone());
-    let rec = replay::record(&cfg, &spec, quick.then_some(30))?;
-    let idle = Duration::from_secs_f64(cfg.pipeline.idle_detect_interval);
-    let mut plans: Vec<PlannerConfig> = [1, 2, 3, 5, 10]
-        .iter()
-        .map(|&n| PlannerConfig::new(ScheduleKind::Fixed, n, idle))
-        .collect();
-    plans.push(PlannerConfig::new(
-        ScheduleKind::Adaptive,
-        cfg.pipeline.detect_every,
-        idle,
-    ));
-    let rows = replay::sweep(&rec, &cfg.tracker, &plans)?;
-    let base = rows.first().map_or(1.0, |r| r.cpu_ms_per_frame);
-    println!(
-        "\nTracking fidelity, {spec} ({} frames, {}x{}), lockstep:\n",
-        rec.frames.len(),
-        rec.frame_size.0,
-        rec.frame_size.1
-    );
-    println!("| schedule | coverage of per-frame detections | id switches / 100 track-frames | detections / frame | CPU ms / frame | CPU vs N=1 |");
-    println!("|---|---|---|---|---|---|");
-    for r in &rows {
-        let f = &r.fidelity;
-        println!(
-            "| {} | {:.1} % ({}/{}) | {:.2} ({} in {}) | {:.2} | {:.1} | {:.2} |",
-            match r.schedule {
-                "fixed" => format!("N = {}", r.detect_every),
-                s => format!("{s} (≤ {})", r.detect_every),
-            },
-            100.0 * f.coverage(),
-            f.covered,
-            f.reference,
-            f.switches_per_100(),
-            f.id_switches,
-            f.matched_track_frames,
-            r.detections_per_frame,
-            r.cpu_ms_per_frame,
-            r.cpu_ms_per_frame / base
-        );
-    }
+    let report = bench::run(&settings, &mut Line(std::io::stderr().is_terminal()))?;
+    print!("{}", lookout::cli::bench::render_table(&report));
     Ok(())
 }
