@@ -9,14 +9,18 @@
 //! so a mismatch makes the report say so (and `lookout bench` exit with status 2).
 //!
 //! Sweeps ([`Sweep`]) repeat the run over model threads, detection intervals or model files and
-//! recommend the cheapest setting that keeps up ([`recommend`]).
+//! recommend the cheapest setting that keeps up ([`recommend`]). `--sweep fidelity` is not a
+//! pipeline run: it records the source once (the model on every frame) and replays the
+//! detection schedules from it ([`crate::fidelity::replay`]), scoring each against the
+//! every-frame detections.
 //!
 //! This module prints nothing; `cli::bench` renders a [`BenchReport`] as a table or JSON.
 //!
 //! One file per job: `report.rs` (the types `--json` serializes: the wire format, owned here and
 //! checked against `docs/bench-schema.json` by `tests/bench_schema.rs`), `golden.rs` (the
 //! self-check, shared with `tests/detect.rs`, and where golden data and models are found),
-//! `figures.rs` (one run's figures and the recommendation), `timing.rs` (the model alone);
+//! `figures.rs` (one run's figures and the recommendation), `timing.rs` (the model alone),
+//! `fidelity.rs` (`--sweep fidelity`: recording with progress, the replay's rows → report);
 //! this file holds the settings and the orchestration ([`run`]).
 //!
 //! [`Summary`]: pipeline::Summary
