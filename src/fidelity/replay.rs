@@ -221,6 +221,8 @@ pub struct SimRun {
     pub tracks: Vec<Vec<LabelledBox>>,
     /// Detections run, by cause.
     pub causes: CauseCounts,
+    /// Every detection run: the frame's index in the recording and why.
+    pub asked: Vec<(usize, Cause)>,
     /// Tracker steps, detection matching and scheduling decisions, summed (this thread).
     pub track_time: Duration,
 }
@@ -234,7 +236,7 @@ pub fn simulate(
     let mut t = Tracker::new(tracker.clone())?;
     let mut planner = Planner::new(plan);
     let mut run = SimRun::default();
-    for f in &rec.frames {
+    for (k, f) in rec.frames.iter().enumerate() {
         let t0 = Instant::now();
         t.step(f.seq, &f.gray);
         t.drain_events();
@@ -243,6 +245,7 @@ pub fn simulate(
             let outcome = t.apply_detections(f.seq, &f.dets);
             planner.applied(outcome.started);
             run.causes.add(cause);
+            run.asked.push((k, cause));
         }
         run.track_time += t0.elapsed();
         run.tracks.push(

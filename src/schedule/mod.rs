@@ -14,10 +14,12 @@
 //! 2. **Uncertain** tracks: a tentative track waiting for its confirming detection, a failed
 //!    visual update, a box touching the frame's edge, a fast change of size; after `min_gap`
 //!    frames too.
-//! 3. **Interval**: while anything is tracked, at most `every` frames pass between detections
-//!    (the fixed schedule's N).
-//! 4. **Idle**: nothing tracked and nothing moving: the detector runs only as a heartbeat,
-//!    every `idle_interval` of time (a still object that motion cannot reveal is found then).
+//! 3. **Interval**: while anything is tracked and something moves, at most `every` frames pass
+//!    between detections (the fixed schedule's N).
+//! 4. **Idle**: nothing moving: the detector runs only as a heartbeat — every `idle_interval`
+//!    of time when nothing is tracked (a still object that motion cannot reveal is found
+//!    then), and at least every `max_age_frames / 2` frames while still objects are tracked
+//!    (a parked car, a person standing), so that their tracks do not expire.
 //!
 //! The fixed schedule asks every `every` frames ([`Cause::Interval`]), the first frame
 //! included. Either way the pipeline hands the request to the detector only if it is idle
@@ -170,13 +172,19 @@ impl Planner {
         if self.since >= gap && tracker.uncertain() {
             return Some(Cause::Uncertain);
         }
-        if !self.boxes.is_empty() {
-            return (self.since >= u64::from(self.cfg.every)).then_some(Cause::Interval);
-        }
         let idle_for = self
             .last_at
             .map_or(Duration::MAX, |t| now.saturating_sub(t));
-        (idle_for >= self.cfg.idle_interval).then_some(Cause::Idle)
+        if self.boxes.is_empty() {
+            return (idle_for >= self.cfg.idle_interval).then_some(Cause::Idle);
+        }
+        if self.last_motion.moving > 0 {
+            return (self.since >= u64::from(self.cfg.every)).then_some(Cause::Interval);
+        }
+        // Tracked but nothing moves (a parked car, a person standing still): the heartbeat,
+        // often enough that no track expires for want of detections.
+        let still_gap = u64::from(tracker.config().max_age_frames / 2).max(1);
+        (self.since >= still_gap || idle_for >= self.cfg.idle_interval).then_some(Cause::Idle)
     }
 
     /// The frame went to the detector for `cause` at `now`.
