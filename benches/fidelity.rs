@@ -39,6 +39,8 @@ fn main() -> anyhow::Result<()> {
         limit: quick.then_some(Limit::Frames(30)),
         sweep: Some(Sweep::Fidelity),
         detect_every: None,
+        schedule: None,
+        realtime: false,
         model: None,
         tracks_out: None,
         threads: None,

@@ -35,6 +35,7 @@ use crate::config::{Config, ConfigErrors};
 use crate::detect::{Detector, ModelSource};
 use crate::fidelity::replay;
 use crate::pipeline::{self, Parts, PipelineError, Reconcile, RunOptions};
+use crate::schedule::ScheduleKind;
 use crate::source::{Pacing, Spec};
 use crate::sysinfo::{self, CpuTimes, SystemInfo, Thermal};
 
@@ -113,6 +114,10 @@ pub struct BenchSettings {
     pub sweep: Option<Sweep>,
     /// `pipeline.detect_every` override.
     pub detect_every: Option<u32>,
+    /// `pipeline.schedule` override.
+    pub schedule: Option<ScheduleKind>,
+    /// Play a file at its own frame rate (like a camera) instead of as fast as possible.
+    pub realtime: bool,
     /// `model.file` override.
     pub model: Option<PathBuf>,
     /// Tracks file (as `lookout run --tracks-out`).
@@ -220,6 +225,9 @@ pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
     if let Some(n) = s.detect_every {
         cfg.pipeline.detect_every = n;
     }
+    if let Some(k) = s.schedule {
+        cfg.pipeline.schedule = k;
+    }
     if let Some(m) = &s.model {
         cfg.model.file = m.display().to_string();
     }
@@ -270,6 +278,11 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         check: SelfCheck::new(&golden),
         checked: Vec::new(),
         progress,
+        pace: if s.realtime {
+            Pacing::RealTime
+        } else {
+            Pacing::AsFastAsPossible
+        },
     };
     let mut fidelity = None;
     let (runs, inference, target_fps) = match s.inference_only {
@@ -338,6 +351,8 @@ struct Bench<'a> {
     /// The models already self-checked: (name, input width).
     checked: Vec<(String, usize)>,
     progress: &'a mut dyn Progress,
+    /// How files play: as fast as possible, or at their frame rate (`--realtime`).
+    pace: Pacing,
 }
 
 impl Bench<'_> {
@@ -414,7 +429,7 @@ impl Bench<'_> {
             target_fps = p.source.fps().unwrap_or(DEFAULT_TARGET_FPS);
             self.self_check_once(&p, &tag);
             self.progress.phase(&format!("{tag}running {limit}"));
-            let opts = run_options(limit, tracks_out);
+            let opts = run_options(limit, tracks_out, self.pace);
             out.push(run_row(&row, &opts, &mut p, target_fps)?);
             self.progress.finish();
             parts = Some((row.cfg, p));
@@ -434,7 +449,7 @@ impl Bench<'_> {
             Some((old, mut p)) if p.keeps_model(&old, cfg) => {
                 self.progress.phase(&format!("{tag}opening the source"));
                 let fresh = Reconcile {
-                    pace: Some(Pacing::AsFastAsPossible),
+                    pace: Some(self.pace),
                     restart: true,
                 };
                 p.reconcile(&old, cfg, fresh)?.into_result()?;
@@ -443,7 +458,7 @@ impl Bench<'_> {
             other => {
                 drop(other); // release the previous model and its thread pool first
                 self.progress.phase(&format!("{tag}loading the model"));
-                Ok(pipeline::build(cfg, Some(Pacing::AsFastAsPossible))?)
+                Ok(pipeline::build(cfg, Some(self.pace))?)
             }
         }
     }
@@ -464,10 +479,11 @@ impl Bench<'_> {
     }
 }
 
-/// The options of one timed run: as fast as possible, no journal events, `limit`.
-fn run_options(limit: Limit, tracks_out: Option<&PathBuf>) -> RunOptions {
+/// The options of one timed run: `pace` (as fast as possible unless `--realtime`), no
+/// journal events, `limit`.
+fn run_options(limit: Limit, tracks_out: Option<&PathBuf>, pace: Pacing) -> RunOptions {
     RunOptions {
-        pace: Some(Pacing::AsFastAsPossible),
+        pace: Some(pace),
         log_events: false,
         max_frames: match limit {
             Limit::Frames(f) => Some(f),
@@ -527,6 +543,8 @@ fn effective_settings(
             "every frame once, as fast as possible".into()
         } else if is_camera(&base.source.spec) {
             "camera rate".into()
+        } else if s.realtime {
+            "looped, at the file's frame rate".into()
         } else {
             "looped, as fast as possible".into()
         },

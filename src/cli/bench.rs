@@ -17,6 +17,7 @@ use crate::bench::{
     self, BenchError, BenchReport, BenchSettings, CheckStatus, Limit, Progress, Sweep,
 };
 use crate::pipeline::CoreMap;
+use crate::schedule::ScheduleKind;
 
 /// Exit status when the self-check failed.
 pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
@@ -64,6 +65,14 @@ pub struct BenchArgs {
     /// Run the detector every N frames (overrides `pipeline.detect_every`).
     #[arg(long, value_name = "N")]
     pub detect_every: Option<u32>,
+    /// When the detector runs (overrides `pipeline.schedule`): `fixed` every N frames, or
+    /// `adaptive` (motion, uncertain tracks, a heartbeat when nothing moves).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub schedule: Option<ScheduleKind>,
+    /// Play a file source at its own frame rate, as a camera would deliver it, instead of as
+    /// fast as possible: what the daemon costs on such a camera (e.g. a still scene's CPU).
+    #[arg(long, conflicts_with_all = ["sweep", "inference_only"])]
+    pub realtime: bool,
     /// ONNX model file (overrides `model.file`).
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
@@ -121,6 +130,8 @@ impl BenchArgs {
             },
             sweep: self.sweep,
             detect_every: self.detect_every,
+            schedule: self.schedule,
+            realtime: self.realtime,
             model: self.model.clone(),
             tracks_out: self.tracks_out.clone(),
             threads: self.threads,

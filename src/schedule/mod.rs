@@ -37,7 +37,7 @@ use crate::track::Tracker;
 use motion::{MotionGrid, MotionParams, MotionReport};
 
 /// `[pipeline] schedule`: how detections are scheduled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum ScheduleKind {
     /// Motion, uncertain tracks and a heartbeat ask for detections; `detect_every` is the
