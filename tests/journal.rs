@@ -129,9 +129,17 @@ fn stats_and_track_events_carry_their_fields() {
             assert_eq!(s["PRIORITY"].as_str(), Some("5"));
         }
     }
-    let fps: f64 = stats[0]["FPS"].as_str().unwrap().parse().unwrap();
+    // Any window, not the first: on a loaded machine the first inference (tract warming up)
+    // can outlast the first 1 s window, which then reports no model time.
+    let best = |f: &str| {
+        stats
+            .iter()
+            .filter_map(|s| s[f].as_str()?.parse::<f64>().ok())
+            .fold(0.0f64, f64::max)
+    };
+    let fps = best("FPS");
     assert!(fps > 5.0, "FPS {fps}");
-    let model_ms: f64 = stats[0]["MODEL_TIME_MS"].as_str().unwrap().parse().unwrap();
+    let model_ms = best("MODEL_TIME_MS");
     assert!(model_ms > 0.0, "MODEL_TIME_MS {model_ms}");
     for kind in ["track_start", "track_end"] {
         let ev: Vec<_> = entries
