@@ -100,9 +100,9 @@ impl Default for ModelConfig {
         ModelConfig {
             file: String::new(),
             input_size: Vec::new(),
-            threshold: 0.35,
-            iou_threshold: 0.6,
-            max_detections: 100,
+            threshold: crate::detect::DEFAULT_SCORE_THRESHOLD,
+            iou_threshold: crate::detect::DEFAULT_IOU_THRESHOLD,
+            max_detections: crate::detect::DEFAULT_MAX_DETECTIONS,
             threads: 1,
             resize: ResizeMode::Letterbox,
         }

@@ -20,10 +20,12 @@ pub struct DetectArgs {
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
     /// Minimum score to report, 0..1.
-    #[arg(long, value_name = "X", default_value_t = 0.35)]
+    #[arg(long, value_name = "X", default_value_t = crate::detect::DEFAULT_SCORE_THRESHOLD,
+          value_parser = unit_interval)]
     pub threshold: f32,
-    /// Threads for the model's matrix products.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Threads for the model's matrix products, at least 1.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = threads)]
     pub threads: usize,
     /// Fit images by stretching instead of letterboxing.
     #[arg(long)]
@@ -31,6 +33,26 @@ pub struct DetectArgs {
     /// One JSON object per image on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--threads`: 1..=64, as `model.threads` allows.
+fn threads(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if (1..=64).contains(&n) {
+        Ok(n)
+    } else {
+        Err("must be 1..=64".into())
+    }
+}
+
+/// `--threshold`: a score in 0..=1.
+fn unit_interval(s: &str) -> Result<f32, String> {
+    let x: f32 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err("must be a score in 0..=1".into())
+    }
 }
 
 /// One image's result, as printed by `--json`.
@@ -49,13 +71,6 @@ pub struct ImageResult {
 /// Runs the subcommand. Errors that concern one image are printed as they happen and the
 /// other images still processed; then the result is [`Failure::Reported`] (exit status 1).
 pub fn run(args: &DetectArgs) -> Result<(), Failure> {
-    if !(0.0..=1.0).contains(&args.threshold) {
-        let e = anyhow::anyhow!("--threshold {} is outside 0..1", args.threshold);
-        return Err(e.into());
-    }
-    if args.threads == 0 {
-        return Err(anyhow::anyhow!("--threads must be at least 1").into());
-    }
     let cfg = DetectorConfig {
         model: args
             .model

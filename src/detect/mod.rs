@@ -62,15 +62,23 @@ pub struct DetectorConfig {
     pub resize: ResizeMode,
 }
 
+/// The default smallest score a detection is reported with (config `model.threshold`,
+/// `lookout detect --threshold`, the golden self-check).
+pub const DEFAULT_SCORE_THRESHOLD: f32 = 0.35;
+/// The default NMS IoU threshold (config `model.iou_threshold`).
+pub const DEFAULT_IOU_THRESHOLD: f32 = 0.6;
+/// The default most detections per image (config `model.max_detections`).
+pub const DEFAULT_MAX_DETECTIONS: usize = 100;
+
 impl Default for DetectorConfig {
     fn default() -> Self {
         DetectorConfig {
             model: ModelSource::Embedded,
             input_size: None,
             threads: 1,
-            score_threshold: 0.35,
-            iou_threshold: 0.6,
-            max_detections: 100,
+            score_threshold: DEFAULT_SCORE_THRESHOLD,
+            iou_threshold: DEFAULT_IOU_THRESHOLD,
+            max_detections: DEFAULT_MAX_DETECTIONS,
             resize: ResizeMode::Letterbox,
         }
     }
