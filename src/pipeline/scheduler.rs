@@ -40,6 +40,7 @@ use super::hub::{DetResult, Shared};
 use super::{EndReason, PipelineError, RunOptions, Schedule};
 use crate::config::Config;
 use crate::frame::{monotonic_now, Frame, GrayImage};
+use crate::logging::RateLimit;
 use crate::output::{self, FrameOut, TracksWriter};
 use crate::preprocess::{self, Scratch};
 use crate::schedule::{Cause, Planner, PlannerConfig};
@@ -160,6 +161,10 @@ pub(super) struct Scheduler<'a> {
     source_finished: bool,
     /// STATUS= says the camera is being reopened.
     reconnect_status: bool,
+    /// Frames that could not be turned into a gray plane: one warning a minute at most.
+    frame_errors: RateLimit,
+    /// Failed detections: one warning a minute at most.
+    detect_errors: RateLimit,
 }
 
 impl<'a> Scheduler<'a> {
@@ -202,6 +207,8 @@ impl<'a> Scheduler<'a> {
             seen: Seen::default(),
             source_finished: false,
             reconnect_status: false,
+            frame_errors: RateLimit::per_minute(),
+            detect_errors: RateLimit::per_minute(),
         }
     }
 
@@ -296,7 +303,11 @@ impl<'a> Scheduler<'a> {
                     let outcome = self.tracker.apply_detections(r.seq, &dets);
                     self.planner.applied(outcome.started);
                 }
-                Err(e) => log::warn!(LOOKOUT_EVENT = "detect_error"; "detection skipped: {e}"),
+                Err(e) => {
+                    if let Some(held) = self.detect_errors.hit(self.clock.now()) {
+                        warn_repeating("detect_error", &format!("detection skipped: {e}"), held);
+                    }
+                }
             }
         }
     }
@@ -345,7 +356,9 @@ impl<'a> Scheduler<'a> {
             preprocess::frame_to_gray(frame, self.track_width, &mut self.gray, &mut self.scratch);
         self.window.gray.record(self.clock.now().saturating_sub(t0));
         if let Err(e) = &gray_ok {
-            log::warn!(LOOKOUT_EVENT = "frame_error"; "frame {}: {e}", frame.seq);
+            if let Some(held) = self.frame_errors.hit(t0) {
+                warn_repeating("frame_error", &format!("frame {}: {e}", frame.seq), held);
+            }
         }
         self.tracker.step(frame.seq, &self.gray);
         let now = self.clock.now();
@@ -364,6 +377,12 @@ impl<'a> Scheduler<'a> {
     pub(super) fn tick(&mut self) -> Result<Option<EndReason>, PipelineError> {
         self.track_events();
         let now = self.clock.now();
+        if let Some(held) = self.frame_errors.overdue(now) {
+            warn_held("frame_error", "unreadable frames", held);
+        }
+        if let Some(held) = self.detect_errors.overdue(now) {
+            warn_held("detect_error", "failed detections", held);
+        }
         let elapsed = now.saturating_sub(self.window_start);
         if elapsed >= self.interval {
             self.window.elapsed = elapsed;
@@ -479,6 +498,21 @@ impl<'a> Scheduler<'a> {
         }
         Ok(())
     }
+}
+
+/// A rate-limited warning: `message`, then how many like it were held back since the last
+/// one (see [`RateLimit`]).
+fn warn_repeating(event: &str, message: &str, held: crate::logging::Held) {
+    if held.count == 0 {
+        log::warn!(LOOKOUT_EVENT = event; "{message}");
+    } else {
+        log::warn!(LOOKOUT_EVENT = event, HELD_BACK = held.count; "{message} ({held})");
+    }
+}
+
+/// The summary of a rate-limited warning that stopped repeating: `what: N more like it …`.
+fn warn_held(event: &str, what: &str, held: crate::logging::Held) {
+    log::warn!(LOOKOUT_EVENT = event, HELD_BACK = held.count; "{what}: {held}");
 }
 
 #[cfg(test)]
@@ -968,6 +1002,50 @@ mod tests {
             "{}",
             s.window.age.quantile_ms(0.5)
         );
+    }
+
+    #[test]
+    fn bad_frames_and_failed_detections_every_frame_warn_once_a_minute() {
+        let (c, opts, clock, mut hub) = (
+            cfg(1),
+            RunOptions::default(),
+            FakeClock::at(5),
+            Shared::default(),
+        );
+        let mut t = tracker();
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
+        // 30 s at 10 fps: every frame is short of data and every detection fails.
+        for seq in 0..300 {
+            let mut f = frame(seq, clock.now());
+            f.data.truncate(10);
+            hub.frame = Some(f);
+            pass(&mut s, &mut hub);
+            if hub.job.is_some() {
+                answer(&mut hub, Err(format!("frame {seq}: bad data")));
+            }
+            clock.advance(100 * MS);
+        }
+        assert_eq!(
+            s.window.processed + s.total.processed,
+            300,
+            "no frame is skipped"
+        );
+        // The first of each was logged, the rest held back (and counted for the next line).
+        assert_eq!(s.frame_errors.held(), 299);
+        assert_eq!(
+            s.detect_errors.held(),
+            298,
+            "results of frames 0..=298 came back"
+        );
+        // A minute after the first one, the next wake-up tells how many were held back.
+        clock.advance(Duration::from_secs(31));
+        pass_idle(&mut s);
+        assert_eq!((s.frame_errors.held(), s.detect_errors.held()), (0, 0));
+    }
+
+    /// A wake-up with nothing taken (a stop-flag poll): only `tick` runs.
+    fn pass_idle(s: &mut Scheduler) {
+        s.tick().unwrap();
     }
 
     #[test]

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::mjpeg::{find_soi, jpeg_size, scan_jpeg, Scan};
 use super::Raw;
-use crate::frame::{PixelFormat, MAX_FRAME_SIDE};
+use crate::frame::{monotonic_now, PixelFormat, MAX_FRAME_SIDE};
+use crate::logging::RateLimit;
 use crate::source::{SourceError, SourceStats};
 
 /// The images of a directory, sorted by file name.
@@ -14,6 +15,8 @@ pub(super) struct ImageDir {
     pub(super) next: usize,
     /// Why the last skipped image was skipped.
     pub(super) last_problem: Option<String>,
+    /// A directory full of broken images logs one line a minute, not one per file.
+    pub(super) skipped_warnings: RateLimit,
 }
 
 impl ImageDir {
@@ -38,6 +41,7 @@ impl ImageDir {
             files,
             next: 0,
             last_problem: None,
+            skipped_warnings: RateLimit::per_minute(),
         })
     }
 
@@ -48,7 +52,14 @@ impl ImageDir {
                 Ok(raw) => return Some(raw),
                 Err(e) => {
                     stats.corrupt += 1;
-                    log::warn!("{}: skipped: {e}", path.display());
+                    if let Some(held) = self.skipped_warnings.hit(monotonic_now()) {
+                        let more = if held.count > 0 {
+                            format!(" ({held})")
+                        } else {
+                            String::new()
+                        };
+                        log::warn!("{}: skipped: {e}{more}", path.display());
+                    }
                     self.last_problem = Some(format!("{}: {e}", path.display()));
                 }
             }
