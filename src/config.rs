@@ -154,13 +154,33 @@ impl Default for PipelineConfig {
 }
 
 /// `[output]`
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Default)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutputConfig {
     /// COCO labels to report; empty = all 80.
     pub labels: Vec<String>,
     /// Write one JSON line per processed frame here; empty = off.
     pub tracks_file: String,
+    /// Size (MB, fractions allowed) at which the tracks file is renamed to `….1` (replacing
+    /// the previous one) and a new one started: the two never hold more than twice this.
+    pub tracks_max_mb: f64,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            labels: Vec::new(),
+            tracks_file: String::new(),
+            tracks_max_mb: 64.0,
+        }
+    }
+}
+
+impl OutputConfig {
+    /// `tracks_max_mb` in bytes (1 MB = 2²⁰ bytes).
+    pub fn tracks_max_bytes(&self) -> u64 {
+        (self.tracks_max_mb * 1024.0 * 1024.0) as u64
+    }
 }
 
 /// A configuration problem, located in the file.
@@ -457,9 +477,16 @@ impl Config {
         }
     }
 
-    /// `[output]`: the labels to report.
+    /// `[output]`: the labels to report, the size the tracks file rotates at.
     fn check_output(&self, p: &mut Vec<Problem>) {
         let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
+        let mb = self.output.tracks_max_mb;
+        if !(0.01..=1_048_576.0).contains(&mb) {
+            bad(
+                "output.tracks_max_mb",
+                format!("expected megabytes in 0.01..=1048576 (fractions allowed), found {mb}"),
+            );
+        }
         for l in &self.output.labels {
             if labels::class_id(l).is_none() {
                 bad(

@@ -8,13 +8,15 @@
 //! `detected`) are an interface: dashboards run `journalctl -o json | jq` against them.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{self, Detection};
+use crate::frame::monotonic_now;
 use crate::geom::BBox;
+use crate::logging::RateLimit;
 
 /// One detection on the wire: an object of `lookout detect --json`
 /// (`{"label":…,"class_id":…,"score":…,"box":[x0,y0,x1,y1]}`), the object part of a track in
@@ -153,42 +155,233 @@ pub struct TracksFileError {
     pub source: std::io::Error,
 }
 
+/// Complete lines held before they are written (a crash loses at most these and the lines
+/// since the last stats report's flush).
+const BUFFER: usize = 8 * 1024;
+
 /// A JSON Lines writer, one line per processed frame, flushed at each stats report and at
 /// the end so a crash loses at most a few seconds.
+///
+/// - **Rotation**: when a line would take the file past `max_bytes`, the file is renamed to
+///   `….1` (replacing the previous one) and a new one started, so the two never hold more than
+///   `2 × max_bytes`. Lines are never split; a single line longer than `max_bytes` is dropped
+///   (and counted). Only a regular file rotates (not `/dev/stdout`, a FIFO, …).
+/// - **Failures** (a full disk, a read-only file system, a vanished directory) never end the
+///   run: the lines that could not be written are dropped and counted ([`lines_lost`]), one
+///   warning names the file and the OS error (then at most one a minute while it keeps
+///   failing), and every following line retries — reopening the file — so writing resumes as
+///   soon as it can. A write that failed halfway is cut back to the last whole line.
+///
+/// [`lines_lost`]: TracksWriter::lines_lost
 pub struct TracksWriter {
     path: PathBuf,
-    out: BufWriter<File>,
+    max_bytes: u64,
+    /// The open file; `None` after a failure until a retry reopens it.
+    file: Option<File>,
+    /// The file is a regular file (the only kind that rotates).
+    rotatable: bool,
+    /// Bytes in the file (not counting `buf`).
+    written: u64,
+    /// Complete lines not written yet, and how many.
+    buf: Vec<u8>,
+    buf_lines: u64,
+    /// Lines dropped since the writer was created.
+    lost: u64,
+    /// The current outage: lines lost before it started (`None`: writing works).
+    failing: Option<u64>,
+    warnings: RateLimit,
+    recoveries: RateLimit,
+    line: Vec<u8>,
 }
 
 impl TracksWriter {
-    /// Creates (truncates) the file.
-    pub fn create(path: &Path) -> Result<TracksWriter, TracksFileError> {
-        let f = File::create(path).map_err(|source| TracksFileError {
+    /// Creates (truncates) the file, to be rotated at `max_bytes`.
+    pub fn create(path: &Path, max_bytes: u64) -> Result<TracksWriter, TracksFileError> {
+        let file = File::create(path).map_err(|source| TracksFileError {
             path: path.into(),
             source,
         })?;
+        let rotatable = file.metadata().is_ok_and(|m| m.is_file());
         Ok(TracksWriter {
             path: path.into(),
-            out: BufWriter::new(f),
+            max_bytes,
+            file: Some(file),
+            rotatable,
+            written: 0,
+            buf: Vec::with_capacity(BUFFER),
+            buf_lines: 0,
+            lost: 0,
+            failing: None,
+            warnings: RateLimit::per_minute(),
+            recoveries: RateLimit::per_minute(),
+            line: Vec::new(),
         })
     }
 
-    /// Appends one frame.
-    pub fn write(&mut self, frame: &FrameOut) -> Result<(), TracksFileError> {
-        let err = |source| TracksFileError {
-            path: self.path.clone(),
-            source,
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Lines dropped (not written) since the writer was created.
+    pub fn lines_lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Appends one frame (buffered). Never fails: a line that cannot be written is counted in
+    /// [`lines_lost`](TracksWriter::lines_lost).
+    pub fn write(&mut self, frame: &FrameOut) {
+        self.line.clear();
+        if let Err(e) = serde_json::to_writer(&mut self.line, frame) {
+            self.fail(e.into(), 1);
+            return;
+        }
+        self.line.push(b'\n');
+        let len = self.line.len() as u64;
+        if self.rotatable && len > self.max_bytes {
+            let e = std::io::Error::other(format!(
+                "a line of {len} bytes is longer than the rotation size ({} bytes)",
+                self.max_bytes
+            ));
+            self.fail(e, 1);
+            return;
+        }
+        // After a failure: reopen first, so the size below is the file's as it is now.
+        if self.file.is_none() {
+            if let Err(e) = self.reopen() {
+                self.fail(e, 1);
+                return;
+            }
+        }
+        if self.rotatable && self.written + self.buf.len() as u64 + len > self.max_bytes {
+            self.flush();
+            if self.file.is_some() {
+                self.rotate();
+            }
+            if self.file.is_none() {
+                self.lost += 1; // told by the failure that closed it
+                return;
+            }
+        }
+        self.buf.extend_from_slice(&self.line);
+        self.buf_lines += 1;
+        // While failing, every line retries at once (and is lost at once if it fails again).
+        if self.buf.len() >= BUFFER || self.failing.is_some() {
+            self.flush();
+        }
+    }
+
+    /// Writes the buffered lines to the file (reopening it after a failure). Never fails: lines
+    /// that cannot be written are counted in [`lines_lost`](TracksWriter::lines_lost).
+    pub fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let result = if self.file.is_some() {
+            Ok(())
+        } else {
+            self.reopen()
+        }
+        .and_then(|()| match self.file.as_mut() {
+            Some(f) => f.write_all(&self.buf),
+            None => Err(std::io::ErrorKind::NotFound.into()),
+        });
+        match result {
+            Ok(()) => {
+                self.written += self.buf.len() as u64;
+                self.buf.clear();
+                self.buf_lines = 0;
+                self.recovered();
+            }
+            Err(e) => {
+                // Cut a half-written line off, so the file holds whole lines only; the next
+                // attempt reopens the file.
+                if let Some(f) = self.file.take() {
+                    if self.rotatable {
+                        let _ = f.set_len(self.written);
+                    }
+                }
+                let lines = self.buf_lines;
+                self.buf.clear();
+                self.buf_lines = 0;
+                self.fail(e, lines);
+            }
+        }
+    }
+
+    /// Opens the file again for appending (after a failure), taking its size as it is.
+    fn reopen(&mut self) -> std::io::Result<()> {
+        let f = File::options().create(true).append(true).open(&self.path)?;
+        let meta = f.metadata()?;
+        self.rotatable = meta.is_file();
+        self.written = meta.len();
+        self.file = Some(f);
+        Ok(())
+    }
+
+    /// `….jsonl` → `….jsonl.1`, and a new, empty file. If the rename fails (a directory
+    /// lookout may not write to), the file is emptied instead: the size bound holds either way.
+    fn rotate(&mut self) {
+        self.file = None;
+        let mut old = self.path.clone().into_os_string();
+        old.push(".1");
+        if let Err(e) = std::fs::rename(&self.path, &old) {
+            if self.warnings.hit(monotonic_now()).is_some() {
+                log::warn!(
+                    LOOKOUT_EVENT = "tracks_file_error";
+                    "tracks file {}: cannot rename it to {} ({e}); starting it afresh instead",
+                    self.path.display(),
+                    Path::new(&old).display()
+                );
+            }
+        }
+        match File::create(&self.path) {
+            Ok(f) => {
+                self.file = Some(f);
+                self.written = 0;
+            }
+            // The next flush retries (reopening) and counts what it cannot write.
+            Err(e) => self.fail(e, 0),
+        }
+    }
+
+    /// `lines` are lost because of `e`: counted, and told (rate-limited).
+    fn fail(&mut self, e: std::io::Error, lines: u64) {
+        let first = self.failing.is_none();
+        if first {
+            self.failing = Some(self.lost);
+        }
+        self.lost += lines;
+        let Some(held) = self.warnings.hit(monotonic_now()) else {
+            return;
         };
-        serde_json::to_writer(&mut self.out, frame).map_err(|e| err(e.into()))?;
-        self.out.write_all(b"\n").map_err(err)
+        let path = self.path.display();
+        if first {
+            log::warn!(
+                LOOKOUT_EVENT = "tracks_file_error", TRACKS_LINES_LOST = self.lost;
+                "tracks file {path}: {e}; its lines are dropped and counted (TRACKS_LINES_LOST) until writing works again"
+            );
+        } else {
+            log::warn!(
+                LOOKOUT_EVENT = "tracks_file_error", TRACKS_LINES_LOST = self.lost, HELD_BACK = held.count;
+                "tracks file {path}: still failing: {e}; {} line(s) lost so far", self.lost
+            );
+        }
     }
 
-    /// Flushes buffered lines to the file.
-    pub fn flush(&mut self) -> Result<(), TracksFileError> {
-        self.out.flush().map_err(|source| TracksFileError {
-            path: self.path.clone(),
-            source,
-        })
+    /// A write worked: the end of an outage, if there was one.
+    fn recovered(&mut self) {
+        let Some(lost_before) = self.failing.take() else {
+            return;
+        };
+        if self.recoveries.hit(monotonic_now()).is_some() {
+            log::info!(
+                LOOKOUT_EVENT = "tracks_file_resumed", TRACKS_LINES_LOST = self.lost;
+                "tracks file {}: writing again after {} line(s) lost",
+                self.path.display(),
+                self.lost - lost_before
+            );
+        }
     }
 }
 
@@ -199,15 +392,15 @@ mod tests {
     #[test]
     fn tracks_file_lines_are_valid_json_with_the_documented_keys() {
         let p = std::env::temp_dir().join(format!("lookout-tracks-{}.jsonl", std::process::id()));
-        let mut w = TracksWriter::create(&p).unwrap();
+        let mut w = TracksWriter::create(&p, 1 << 20).unwrap();
         let t = track_out(7, 0, 0.8123, &BBox::new(1.04, 2.0, 30.0, 40.0), true, 5);
         w.write(&FrameOut {
             seq: 3,
             captured_at_ms: 12.5,
             tracks: vec![t],
-        })
-        .unwrap();
-        w.flush().unwrap();
+        });
+        w.flush();
+        assert_eq!(w.lines_lost(), 0);
         let text = std::fs::read_to_string(&p).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(v["seq"], 3);
@@ -222,6 +415,132 @@ mod tests {
             "{\"seq\":3,\"captured_at_ms\":12.5,\"tracks\":[{\"id\":7,\"label\":\"person\",\"score\":0.812,\"box\":[1.0,2.0,30.0,40.0],\"detected\":true,\"detected_seq\":5}]}\n"
         );
         let _ = std::fs::remove_file(p);
+    }
+
+    /// Frame `seq` with `seq % 4` tracks: lines of different lengths.
+    fn frame_out(seq: u64) -> FrameOut {
+        FrameOut {
+            seq,
+            captured_at_ms: seq as f64 * 100.0,
+            tracks: (0..seq % 4)
+                .map(|i| track_out(i, 0, 0.5, &BBox::new(1.0, 2.0, 3.0, 4.0), false, seq))
+                .collect(),
+        }
+    }
+
+    /// The `seq` of every line of `path` (each must be whole, valid JSON).
+    fn seqs(path: &Path) -> Vec<u64> {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "{path:?} ends mid-line"
+        );
+        text.lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{path:?}: split line {l:?}: {e}"));
+                v["seq"].as_u64().unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_file_rotates_to_dot_1_by_size_without_splitting_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tracks.jsonl");
+        let old = dir.path().join("tracks.jsonl.1");
+        let max = 2000;
+        let mut w = TracksWriter::create(&path, max).unwrap();
+        let (mut rotations, mut size) = (0, 0);
+        for seq in 0..500 {
+            w.write(&frame_out(seq));
+            if seq % 7 == 0 {
+                w.flush(); // stats reports flush at odd points
+            }
+            let now = std::fs::metadata(&path).unwrap().len();
+            let previous = std::fs::metadata(&old).map_or(0, |m| m.len());
+            assert!(now <= max && previous <= max, "{now} + {previous} at {seq}");
+            let new_size = w.written + w.buf.len() as u64;
+            if new_size < size {
+                rotations += 1;
+            }
+            size = new_size;
+        }
+        w.flush();
+        assert_eq!(w.lines_lost(), 0);
+        let (a, b) = (seqs(&old), seqs(&path));
+        assert!(
+            rotations >= 5,
+            "the file rotated several times: {rotations}"
+        );
+        assert!(a[0] > 0, ".1 was replaced by newer lines: {a:?}");
+        // .1 holds the lines just before the current file's, with none missing.
+        let all: Vec<u64> = a.iter().chain(&b).copied().collect();
+        assert_eq!(all, (a[0]..500).collect::<Vec<_>>());
+        let total =
+            std::fs::metadata(&old).unwrap().len() + std::fs::metadata(&path).unwrap().len();
+        assert!(total <= 2 * max, "{total}");
+        assert!(total > max, "the previous file is kept: {total}");
+    }
+
+    #[test]
+    fn a_line_longer_than_the_rotation_size_is_dropped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tracks.jsonl");
+        let mut w = TracksWriter::create(&path, 100).unwrap();
+        w.write(&frame_out(0)); // short
+        w.write(&frame_out(3)); // three tracks: too long
+        w.write(&frame_out(4)); // short
+        w.flush();
+        assert_eq!(w.lines_lost(), 1);
+        assert_eq!(seqs(&path), [0, 4]);
+    }
+
+    #[test]
+    fn a_full_disk_loses_and_counts_lines_but_never_fails() {
+        let full = Path::new("/dev/full");
+        assert!(full.exists(), "/dev/full is needed (ENOSPC on every write)");
+        let mut w = TracksWriter::create(full, 1000).unwrap();
+        assert!(!w.rotatable, "a device never rotates");
+        for seq in 0..50 {
+            w.write(&frame_out(seq));
+            w.flush();
+        }
+        assert_eq!(w.lines_lost(), 50);
+        assert!(w.failing.is_some());
+        // 50 failed writes within a minute: the first was told, the others held back.
+        assert_eq!(w.warnings.held(), 49);
+    }
+
+    #[test]
+    fn writing_resumes_when_the_file_can_be_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tracks.jsonl");
+        let mut w = TracksWriter::create(&path, 1 << 20).unwrap();
+        for seq in 0..3 {
+            w.write(&frame_out(seq));
+        }
+        w.flush();
+        // The file's directory goes away (a card unmounted, a directory removed): as after a
+        // failed write, the file is closed and every line retries by reopening it.
+        let gone = dir.path().join("gone");
+        w.path = gone.join("tracks.jsonl");
+        w.file = None;
+        for seq in 3..8 {
+            w.write(&frame_out(seq));
+        }
+        w.flush();
+        assert_eq!(w.lines_lost(), 5, "every line failed and was counted");
+        assert!(w.failing.is_some());
+        std::fs::create_dir(&gone).unwrap();
+        for seq in 8..10 {
+            w.write(&frame_out(seq));
+        }
+        w.flush();
+        assert_eq!(w.lines_lost(), 5, "nothing lost once it works again");
+        assert!(w.failing.is_none());
+        assert_eq!(seqs(&gone.join("tracks.jsonl")), [8, 9]);
+        assert_eq!(seqs(&path), [0, 1, 2]);
     }
 
     #[test]

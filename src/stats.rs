@@ -110,6 +110,9 @@ pub struct Window {
     pub capture: Latency,
     /// Frame age when its results were published.
     pub age: Latency,
+    /// Lines of the tracks file that could not be written (full disk, read-only file
+    /// system, …) and were dropped.
+    pub tracks_lines_lost: u64,
     /// Wall time the window covers.
     pub elapsed: Duration,
 }
@@ -133,6 +136,7 @@ impl Window {
         self.gray.merge(&other.gray);
         self.capture.merge(&other.capture);
         self.age.merge(&other.age);
+        self.tracks_lines_lost += other.tracks_lines_lost;
         self.elapsed += other.elapsed;
     }
 
@@ -164,6 +168,7 @@ impl Window {
             detect_uncertain: self.detect_uncertain,
             detect_interval: self.detect_interval,
             detect_idle: self.detect_idle,
+            tracks_lines_lost: self.tracks_lines_lost,
             tracks,
         }
     }
@@ -200,6 +205,8 @@ pub struct Report {
     pub detect_interval: u64,
     /// Heartbeat detections while idle.
     pub detect_idle: u64,
+    /// Lines of the tracks file dropped in the window because they could not be written.
+    pub tracks_lines_lost: u64,
     /// Confirmed tracks now.
     pub tracks: usize,
 }
@@ -223,6 +230,7 @@ impl Report {
             DETECT_UNCERTAIN = self.detect_uncertain,
             DETECT_INTERVAL = self.detect_interval,
             DETECT_IDLE = self.detect_idle,
+            TRACKS_LINES_LOST = self.tracks_lines_lost,
             TRACKS = self.tracks;
             "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s)",
             self.fps, self.capture_fps, self.detect_fps, self.model_time_ms, self.model_time_p95_ms,

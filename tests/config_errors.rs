@@ -99,6 +99,9 @@ const CASES: &[Case] = &[
     case("detect_cores beyond the machine", "[pipeline]\ndetect_cores = [0, 999]\n", "pipeline.detect_cores", Some(2), "found 999"),
     // --- bad labels ----------------------------------------------------------------------
     case("unknown output label", "[output]\nlabels = [\"person\", \"persn\"]\n", "output.labels", Some(2), "persn"),
+    case("tracks_max_mb zero", "[output]\ntracks_max_mb = 0\n", "output.tracks_max_mb", Some(2), "found 0"),
+    case("tracks_max_mb negative", "[output]\n\ntracks_max_mb = -5.0\n", "output.tracks_max_mb", Some(3), "found -5"),
+    case("tracks_max_mb NaN", "[output]\ntracks_max_mb = nan\n", "output.tracks_max_mb", Some(2), "NaN"),
     case("unknown tracker class", "[tracker]\nclasses = [\n  \"car\",\n  \"unicorn\",\n]\n", "tracker.classes[1]", Some(4), "unicorn"),
     // --- things that do not exist --------------------------------------------------------
     case("missing camera", "[source]\nspec = \"/dev/video99\"\n", "source.spec", Some(2), "no such device"),

@@ -21,7 +21,7 @@ fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
     p
 }
 
-const STATS_FIELDS: [&str; 13] = [
+const STATS_FIELDS: [&str; 14] = [
     "FPS",
     "DETECT_FPS",
     "MODEL_TIME_MS",
@@ -34,6 +34,7 @@ const STATS_FIELDS: [&str; 13] = [
     "DETECT_UNCERTAIN",
     "DETECT_INTERVAL",
     "DETECT_IDLE",
+    "TRACKS_LINES_LOST",
     "TRACKS",
 ];
 

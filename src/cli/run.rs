@@ -171,8 +171,13 @@ fn log_summary(s: &Summary, frames: u64) {
         FRAME_AGE_P95_MS = r.frame_age_p95_ms,
         FRAMES_DROPPED = s.total.dropped,
         TRACKS = s.tracks_started,
+        TRACKS_LINES_LOST = s.total.tracks_lines_lost,
         FRAMES = frames;
-        "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen",
-        r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started
+        "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen{}",
+        r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started,
+        match s.total.tracks_lines_lost {
+            0 => String::new(),
+            n => format!(", {n} tracks file line(s) lost"),
+        }
     );
 }

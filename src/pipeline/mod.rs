@@ -209,9 +209,10 @@ pub fn run_with(
     let tracks_path = opts.tracks_out.clone().or_else(|| {
         (!cfg.output.tracks_file.is_empty()).then(|| PathBuf::from(&cfg.output.tracks_file))
     });
+    let max_bytes = cfg.output.tracks_max_bytes();
     let mut writer = tracks_path
         .as_deref()
-        .map(TracksWriter::create)
+        .map(|p| TracksWriter::create(p, max_bytes))
         .transpose()?;
     let hub = Arc::new(Hub::default());
     let cpu0 = process_cpu_time();

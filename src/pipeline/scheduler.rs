@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::hub::{DetResult, Shared};
-use super::{EndReason, PipelineError, RunOptions, Schedule};
+use super::{EndReason, RunOptions, Schedule};
 use crate::config::Config;
 use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::logging::RateLimit;
@@ -126,6 +126,7 @@ struct Seen {
     replaced: u64,
     source_dropped: u64,
     captured: u64,
+    tracks_lines_lost: u64,
 }
 
 /// The tracker thread's state and rules (see the module documentation).
@@ -278,6 +279,7 @@ impl<'a> Scheduler<'a> {
             replaced: hub.replaced,
             source_dropped: hub.source_dropped,
             captured: hub.captured,
+            ..self.seen
         };
         self.source_finished =
             hub.source_done && hub.frame.is_none() && hub.job.is_none() && !hub.detector_busy;
@@ -314,13 +316,9 @@ impl<'a> Scheduler<'a> {
 
     /// A new frame: publishes the previous one (now final), steps the tracker, and asks the
     /// detector for this frame when a detection is due.
-    pub(super) fn on_frame(
-        &mut self,
-        frame: Frame,
-        detector: &mut dyn DetectorSlot,
-    ) -> Result<(), PipelineError> {
+    pub(super) fn on_frame(&mut self, frame: Frame, detector: &mut dyn DetectorSlot) {
         if let Some((seq, captured_at)) = self.pending.take() {
-            self.publish(seq, captured_at)?;
+            self.publish(seq, captured_at);
         }
         self.step_tracker(&frame);
         self.pending = Some((frame.seq, frame.captured_at));
@@ -328,7 +326,7 @@ impl<'a> Scheduler<'a> {
             .planner
             .decide(&self.gray, &*self.tracker, frame.captured_at)
         else {
-            return Ok(());
+            return;
         };
         let (seq, at) = (frame.seq, frame.captured_at);
         if detector.submit(frame) {
@@ -346,7 +344,6 @@ impl<'a> Scheduler<'a> {
         } else {
             self.window.detect_skipped += 1;
         }
-        Ok(())
     }
 
     /// Gray plane + tracker step, timed; the frame's age; signs of life.
@@ -374,7 +371,7 @@ impl<'a> Scheduler<'a> {
     }
 
     /// After each wake-up: track events, the stats window, and whether the run is over.
-    pub(super) fn tick(&mut self) -> Result<Option<EndReason>, PipelineError> {
+    pub(super) fn tick(&mut self) -> Option<EndReason> {
         self.track_events();
         let now = self.clock.now();
         if let Some(held) = self.frame_errors.overdue(now) {
@@ -390,13 +387,14 @@ impl<'a> Scheduler<'a> {
                 self.window.report(self.tracker.tracks().count()).log();
             }
             if let Some(w) = self.writer.as_deref_mut() {
-                w.flush()?;
+                w.flush();
             }
+            self.count_lost_lines();
             self.total.merge(&self.window);
             self.window = Window::default();
             self.window_start = self.clock.now();
         }
-        Ok(self.end())
+        self.end()
     }
 
     fn track_events(&mut self) {
@@ -455,26 +453,37 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Publishes the last frame, closes the window and the tracks file.
-    pub(super) fn finish(mut self, end: EndReason) -> Result<RunOutcome, PipelineError> {
+    pub(super) fn finish(mut self, end: EndReason) -> RunOutcome {
         if let Some((seq, captured_at)) = self.pending.take() {
-            self.publish(seq, captured_at)?;
+            self.publish(seq, captured_at);
         }
+        if let Some(w) = self.writer.as_deref_mut() {
+            w.flush();
+        }
+        self.count_lost_lines();
         self.window.elapsed = self.clock.now().saturating_sub(self.window_start);
         self.total.merge(&self.window);
-        if let Some(w) = self.writer {
-            w.flush()?;
-        }
-        Ok(RunOutcome {
+        RunOutcome {
             total: self.total,
             end,
             tracks_started: self.tracks_started,
             tracks_ended: self.tracks_ended,
             tracks_now: self.tracker.tracks().count(),
-        })
+        }
     }
 
-    /// Writes one frame's tracks to the tracks file.
-    fn publish(&mut self, seq: u64, captured_at: Duration) -> Result<(), PipelineError> {
+    /// Lines the tracks file dropped since the last look, into the window.
+    fn count_lost_lines(&mut self) {
+        if let Some(w) = self.writer.as_deref() {
+            let lost = w.lines_lost();
+            self.window.tracks_lines_lost += lost - self.seen.tracks_lines_lost;
+            self.seen.tracks_lines_lost = lost;
+        }
+    }
+
+    /// Writes one frame's tracks to the tracks file (a line that cannot be written is
+    /// counted by the writer, and the run goes on).
+    fn publish(&mut self, seq: u64, captured_at: Duration) {
         if let Some(w) = self.writer.as_deref_mut() {
             let tracks = self
                 .tracker
@@ -494,9 +503,8 @@ impl<'a> Scheduler<'a> {
                 seq,
                 captured_at_ms: captured_at.as_secs_f64() * 1e3,
                 tracks,
-            })?;
+            });
         }
-        Ok(())
     }
 }
 
@@ -627,9 +635,9 @@ mod tests {
         let taken = s.take(hub);
         s.on_results(taken.results);
         if let Some(f) = taken.frame {
-            s.on_frame(f, hub).unwrap();
+            s.on_frame(f, hub);
         }
-        s.tick().unwrap()
+        s.tick()
     }
 
     /// The capture thread delivers frame `seq` (captured now) and the tracker takes it.
@@ -746,7 +754,7 @@ mod tests {
     #[test]
     fn a_late_detection_marks_the_line_it_is_applied_on_with_the_frame_it_ran_on() {
         let path = std::env::temp_dir().join(format!("lookout-late-{}.jsonl", std::process::id()));
-        let mut w = TracksWriter::create(&path).unwrap();
+        let mut w = TracksWriter::create(&path, 1 << 20).unwrap();
         let (c, opts, clock, mut hub) = (
             cfg(5),
             RunOptions::default(),
@@ -771,7 +779,7 @@ mod tests {
         hub.detector_busy = false;
         clock.advance(100 * MS);
         deliver(&mut s, &mut hub, &clock, 3);
-        s.finish(EndReason::EndOfSource).unwrap();
+        s.finish(EndReason::EndOfSource);
         let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
             .unwrap()
             .lines()
@@ -851,7 +859,7 @@ mod tests {
     fn a_frames_line_is_published_when_the_next_frame_arrives_with_its_late_detections() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tracks.jsonl");
-        let mut w = TracksWriter::create(&path).unwrap();
+        let mut w = TracksWriter::create(&path, 1 << 20).unwrap();
         let (c, opts, clock, mut hub) = (
             cfg(5),
             RunOptions::default(),
@@ -871,7 +879,7 @@ mod tests {
         deliver(&mut s, &mut hub, &clock, 1); // … before frame 1: frame 0's line has them
         clock.advance(100 * MS);
         deliver(&mut s, &mut hub, &clock, 2);
-        let out = s.finish(EndReason::EndOfSource).unwrap();
+        let out = s.finish(EndReason::EndOfSource);
         assert_eq!(out.tracks_started, 1);
         let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
             .unwrap()
@@ -941,7 +949,7 @@ mod tests {
         deliver(&mut s, &mut hub, &clock, 1);
         answer(&mut hub, Ok(Vec::new())); // one round without it ends it (max_misses = 1)
         deliver(&mut s, &mut hub, &clock, 2);
-        let out = s.finish(EndReason::EndOfSource).unwrap();
+        let out = s.finish(EndReason::EndOfSource);
         assert_eq!(
             (out.tracks_started, out.tracks_ended, out.tracks_now),
             (1, 1, 0)
@@ -977,7 +985,7 @@ mod tests {
                 assert_eq!(s.total.elapsed, Duration::from_secs(1));
             }
         }
-        let out = s.finish(EndReason::EndOfSource).unwrap();
+        let out = s.finish(EndReason::EndOfSource);
         assert_eq!(out.total.processed, 25);
         assert_eq!(out.total.elapsed, Duration::from_millis(2500));
         assert_eq!(out.total.report(0).fps, 10.0);
@@ -1045,7 +1053,7 @@ mod tests {
 
     /// A wake-up with nothing taken (a stop-flag poll): only `tick` runs.
     fn pass_idle(s: &mut Scheduler) {
-        s.tick().unwrap();
+        s.tick();
     }
 
     #[test]
@@ -1157,12 +1165,12 @@ mod tests {
         let mut t = tracker();
         let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
         assert!(!s.should_wake(&hub));
-        assert_eq!(s.tick().unwrap(), None);
+        assert_eq!(s.tick(), None);
         opts.reload.store(true, Ordering::Relaxed);
         assert!(s.should_wake(&hub));
-        assert_eq!(s.tick().unwrap(), Some(EndReason::Reload));
+        assert_eq!(s.tick(), Some(EndReason::Reload));
         opts.stop.store(true, Ordering::Relaxed);
-        assert_eq!(s.tick().unwrap(), Some(EndReason::Stopped));
+        assert_eq!(s.tick(), Some(EndReason::Stopped));
     }
 
     #[test]
@@ -1185,9 +1193,9 @@ mod tests {
         let mut t = tracker();
         let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
         clock.advance(1999 * MS);
-        assert_eq!(s.tick().unwrap(), None);
+        assert_eq!(s.tick(), None);
         clock.advance(MS);
-        assert_eq!(s.tick().unwrap(), Some(EndReason::Limit));
+        assert_eq!(s.tick(), Some(EndReason::Limit));
     }
 
     #[test]
@@ -1215,7 +1223,7 @@ mod tests {
         hub.job = job;
         answer(&mut hub, Ok(vec![det(0)])); // … and is done
         assert_eq!(pass(&mut s, &mut hub), Some(EndReason::EndOfSource));
-        let out = s.finish(EndReason::EndOfSource).unwrap();
+        let out = s.finish(EndReason::EndOfSource);
         assert_eq!((out.total.processed, out.total.detections), (2, 1));
         assert_eq!(out.tracks_now, 1, "the last detection was applied");
     }

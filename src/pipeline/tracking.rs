@@ -38,10 +38,10 @@ pub(super) fn track_loop(
         hub.cv.notify_all(); // lockstep capture waits for the slot to empty
         s.on_results(taken.results);
         if let Some(frame) = taken.frame {
-            s.on_frame(frame, &mut &*hub)?;
+            s.on_frame(frame, &mut &*hub);
         }
-        if let Some(end) = s.tick()? {
-            return s.finish(end);
+        if let Some(end) = s.tick() {
+            return Ok(s.finish(end));
         }
     }
 }
