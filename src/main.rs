@@ -59,6 +59,7 @@ fn main() -> ExitCode {
         }
     };
     lookout::logging::init();
+    lookout::pipeline::install_panic_hook();
     let result = match &cli.command {
         Command::Detect(a) => cli::detect::run(a),
         Command::Run(a) => cli::run::run(a),

@@ -35,6 +35,8 @@ pub(super) fn capture_loop(
         let t0 = Instant::now();
         match src.next() {
             Ok(Some(frame)) => {
+                super::panics::working_on(frame.seq);
+                super::panics::injected_panic("capture", frame.seq);
                 next_time.record(t0.elapsed());
                 let dropped = src.stats().dropped_stale;
                 let mut g = hub.lock();

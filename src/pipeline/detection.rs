@@ -26,6 +26,8 @@ pub(super) fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: Re
                 g = hub.wait(g, Duration::from_millis(100));
             }
         };
+        super::panics::working_on(frame.seq);
+        super::panics::injected_panic("detection", frame.seq);
         let t0 = Instant::now();
         let mapped = preprocess::frame_to_tensor(
             &frame,

@@ -54,6 +54,8 @@ pub(super) struct Shared {
     pub(super) capture_time: Option<crate::stats::Latency>,
     /// CPU time of each thread, written by the thread as it ends.
     pub(super) thread_cpu: ThreadCpu,
+    /// A pipeline thread panicked (the first one): the run ends with it.
+    pub(super) panicked: Option<super::ThreadPanic>,
 }
 
 #[derive(Default)]

@@ -24,6 +24,7 @@ mod cores;
 mod detection;
 mod hub;
 mod keepalive;
+mod panics;
 mod parts;
 mod scheduler;
 mod tracking;
@@ -43,6 +44,7 @@ use crate::stats::{Report, Window};
 
 pub use cores::CoreMap;
 pub use keepalive::keeping_watchdog_fed;
+pub use panics::{install_panic_hook, ThreadPanic, INJECT_AT};
 pub use parts::{build, load_detector, source_options, Part, Parts, Reconcile, Reconciled};
 
 use capture::capture_loop;
@@ -174,6 +176,9 @@ pub enum PipelineError {
     /// A thread could not be started or died.
     #[error("pipeline thread {0}")]
     Thread(String),
+    /// A pipeline thread panicked (logged in full when it was caught): the run ended at once.
+    #[error("pipeline thread {} panicked (logged above); the run ended", .0.thread)]
+    Panicked(ThreadPanic),
 }
 
 fn process_cpu_time() -> Duration {
@@ -221,8 +226,13 @@ pub fn run_with(
     // Release the detector whatever happened (the tracker normally did already).
     hub.lock().shutdown = true;
     hub.cv.notify_all();
-    let stopped = matches!(&outcome, Ok(o) if o.end == EndReason::Stopped);
+    // After a stop or a failure (a panic included), an inference in flight is not awaited.
+    let stopped = !matches!(&outcome, Ok(o) if o.end != EndReason::Stopped);
     join_detector(&hub, det_thread, stopped, opts.notifier.as_deref())?;
+    // A thread that panicked as the run was ending anyway still fails it.
+    if let Some(p) = hub.lock().panicked.take() {
+        return Err(PipelineError::Panicked(p));
+    }
     let outcome = outcome?;
     let cpu_time = process_cpu_time().saturating_sub(cpu0);
     let mut g = hub.lock();
@@ -266,7 +276,9 @@ fn spawn_detector(
         .name("lookout-detect".into())
         .spawn(move || {
             pin(det_core, "detector");
-            detect_loop(&det, &h, delay, resize);
+            if let Err(p) = panics::guard(|| detect_loop(&det, &h, delay, resize)) {
+                panics::stop_everything(&h, p);
+            }
             h.lock().detector_exited = true;
             h.cv.notify_all();
         })
@@ -301,7 +313,11 @@ fn run_capture_and_tracker(
             .name("lookout-capture".into())
             .spawn_scoped(scope, move || {
                 pin(cap_core, "capture");
-                capture_loop(&mut **source, &h, &stop, wait_for_slot)
+                let looped =
+                    panics::guard(|| capture_loop(&mut **source, &h, &stop, wait_for_slot));
+                if let Err(p) = looped {
+                    panics::stop_everything(&h, p);
+                }
             })
             .map_err(|e| PipelineError::Thread(format!("capture: {e}")))?;
         let h = hub.clone();
@@ -310,7 +326,12 @@ fn run_capture_and_tracker(
             .name("lookout-track".into())
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
-                let r = track_loop(cfg, opts, &h, tracker, writer, labels.as_deref());
+                let r =
+                    panics::guard(|| track_loop(cfg, opts, &h, tracker, writer, labels.as_deref()))
+                        .unwrap_or_else(|p| {
+                            panics::stop_everything(&h, p.clone());
+                            Err(PipelineError::Panicked(p))
+                        });
                 // Whatever happened, release the other threads.
                 let mut g = h.lock();
                 g.shutdown = true;

@@ -230,12 +230,13 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Whether the tracker has something to do: a detection result, a frame it may take
-    /// (lockstep: none while a requested detection is outstanding), the source's end, or a
-    /// stop or reload request.
+    /// (lockstep: none while a requested detection is outstanding), the source's end, another
+    /// thread's panic, or a stop or reload request.
     pub(super) fn should_wake(&self, hub: &Shared) -> bool {
         !hub.results.is_empty()
             || (self.waiting_for.is_none() && hub.frame.is_some())
             || hub.source_done
+            || hub.panicked.is_some()
             || self.stop_requested()
     }
 
@@ -383,13 +384,13 @@ impl<'a> Scheduler<'a> {
         let elapsed = now.saturating_sub(self.window_start);
         if elapsed >= self.interval {
             self.window.elapsed = elapsed;
-            if self.opts.log_events {
-                self.window.report(self.tracker.tracks().count()).log();
-            }
             if let Some(w) = self.writer.as_deref_mut() {
                 w.flush();
             }
             self.count_lost_lines();
+            if self.opts.log_events {
+                self.window.report(self.tracker.tracks().count()).log();
+            }
             self.total.merge(&self.window);
             self.window = Window::default();
             self.window_start = self.clock.now();

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::hub::Hub;
+use super::panics;
 use super::scheduler::{MonotonicClock, RunOutcome, Scheduler};
 use super::{PipelineError, RunOptions};
 use crate::config::Config;
@@ -33,11 +34,17 @@ pub(super) fn track_loop(
             s.while_waiting(&g);
             g = hub.wait(g, POLL);
         }
+        if let Some(p) = &g.panicked {
+            // Another pipeline thread is gone: the run ends now (see `panics`).
+            return Err(PipelineError::Panicked(p.clone()));
+        }
         let taken = s.take(&mut g);
         drop(g);
         hub.cv.notify_all(); // lockstep capture waits for the slot to empty
         s.on_results(taken.results);
         if let Some(frame) = taken.frame {
+            panics::working_on(frame.seq);
+            panics::injected_panic("tracking", frame.seq);
             s.on_frame(frame, &mut &*hub);
         }
         if let Some(end) = s.tick() {
