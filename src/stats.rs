@@ -267,6 +267,30 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_histograms_are_fixed_size_however_long_it_runs() {
+        let slots = |l: &Latency| l.0.distinct_values();
+        let mut total = Window::default();
+        let empty = slots(&total.age);
+        // 1000 windows of 30 frames, with durations from 0 to far beyond an hour.
+        for w in 0..1_000u64 {
+            let mut window = Window::default();
+            for i in 0..30u64 {
+                window.age.record(Duration::from_micros(
+                    (w * 7_919 + i * 104_729) % 5_000_000_000,
+                ));
+            }
+            window.age.record(Duration::from_secs(100_000));
+            total.merge(&window);
+        }
+        assert_eq!(total.age.count(), 1_000 * 31);
+        assert_eq!(
+            slots(&total.age),
+            empty,
+            "bounded 1 µs .. 1 h: never resized"
+        );
+    }
+
+    #[test]
     fn merge_adds_counts_and_samples() {
         let mut a = Window {
             processed: 2,

@@ -723,6 +723,65 @@ mod tests {
     }
 
     #[test]
+    fn ten_thousand_frames_with_detections_grow_nothing() {
+        let cfg = no_visual();
+        let history_len = cfg.history_len;
+        let mut tr = Tracker::new(cfg).unwrap();
+        let gray = flat(2.0);
+        let mut rng = 12345u64;
+        let mut at_warm_up = None;
+        let mut max_tracks = 0;
+        for seq in 0..10_000u64 {
+            tr.step(seq, &gray);
+            if seq % 3 == 0 {
+                // Four objects walking and wrapping around, plus two spurious detections;
+                // the detections come back two frames late.
+                let mut dets: Vec<Detection> = (0..4)
+                    .map(|i| {
+                        let x = ((seq * (i + 1)) % 500) as f32;
+                        det(x, 40.0 * i as f32, i as usize)
+                    })
+                    .collect();
+                for _ in 0..2 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    dets.push(det((rng % 560) as f32, (rng >> 20) as f32 % 380.0, 2));
+                }
+                tr.apply_detections(seq.saturating_sub(2), &dets);
+            }
+            let _ = tr.drain_events(); // as the scheduler does after every frame
+            max_tracks = max_tracks.max(tr.tracks.len());
+            for t in &tr.tracks {
+                assert!(t.history.len() <= history_len, "history at {seq}");
+                assert!(t.votes.len() <= 80, "one vote per class at most");
+            }
+            let sizes = (
+                tr.tracks.capacity(),
+                tr.boxes.capacity(),
+                tr.output.capacity(),
+                tr.events.capacity(),
+            );
+            if seq == 1_000 {
+                at_warm_up = Some(sizes);
+            }
+            if seq > 1_000 {
+                // Amortised growth doubles a vector: anything that grows keeps doubling.
+                let w = at_warm_up.unwrap();
+                assert!(
+                    sizes.0 <= 2 * w.0.max(8)
+                        && sizes.1 <= 2 * w.1.max(8)
+                        && sizes.2 <= 2 * w.2.max(8)
+                        && sizes.3 <= 2 * w.3.max(8),
+                    "at {seq}: {sizes:?} vs {w:?} at frame 1000"
+                );
+            }
+        }
+        assert!(max_tracks >= 4, "the objects were tracked: {max_tracks}");
+        assert!(max_tracks < 40, "dead tracks are removed: {max_tracks}");
+    }
+
+    #[test]
     fn carry_moves_and_resizes() {
         let cur = BBox::new(10.0, 10.0, 20.0, 30.0);
         let then = BBox::new(0.0, 0.0, 10.0, 20.0);
