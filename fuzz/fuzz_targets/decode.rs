@@ -29,9 +29,6 @@ impl Input<'_> {
     fn u32(&mut self) -> u32 {
         u32::from_le_bytes(self.bytes())
     }
-    fn f32(&mut self) -> f32 {
-        f32::from_le_bytes(self.bytes())
-    }
 }
 
 fn inside(b: &BBox, w: f32, h: f32) -> bool {
