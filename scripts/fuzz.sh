@@ -17,7 +17,7 @@
 #   LOOKOUT_FUZZ_SECONDS      seconds per target (default 60)
 #   LOOKOUT_FUZZ_TARGET_DIR   cargo target dir of the fuzz build (default $CARGO_TARGET_DIR
 #                             or fuzz/target); the working corpora live in it, under corpus/
-#   LOOKOUT_FUZZ_BUILD_CAP    seconds the build may take (default 0 = no cap; .ci/run: 1200)
+#   LOOKOUT_FUZZ_BUILD_CAP    seconds the build may take (default 0 = no cap; .ci/run: 900)
 #   LOOKOUT_FUZZ_REQUIRED=1   a missing nightly toolchain (or a build past its cap) fails
 #                             instead of skipping
 set -euo pipefail
