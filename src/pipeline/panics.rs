@@ -97,7 +97,7 @@ fn message_of(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "(a panic without a message)".into())
 }
 
-/// Installs the process's panic hook: a pipeline thread's panic (caught by [`guard`], which
+/// Installs the process's panic hook: a pipeline thread's panic (caught by `guard`, which
 /// logs it) only leaves its location for the log line; any other thread's panic is logged
 /// through the logger (journal or stderr) with the thread's name and location.
 pub fn install_panic_hook() {

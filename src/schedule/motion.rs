@@ -43,7 +43,7 @@ impl Default for MotionParams {
 pub struct MotionReport {
     /// Moving cells (after the morphology).
     pub moving: usize,
-    /// Moving cells whose centre lies outside every box given to [`MotionGrid::outside`].
+    /// Moving cells whose centre lies outside every box given to [`MotionGrid::report`].
     pub outside: usize,
     /// The noise floor, gray levels (mean absolute difference of a still cell).
     pub floor: f32,

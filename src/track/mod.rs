@@ -636,7 +636,7 @@ fn detection_candidates(
 const DUPLICATE_IOU: f32 = 0.6;
 
 /// For each usable detection, the index of a better-scoring usable detection of another,
-/// confusable class that boxes the same object (IoU ≥ [`DUPLICATE_IOU`]), if any: the
+/// confusable class that boxes the same object (IoU ≥ 0.6), if any: the
 /// detector's NMS is per class, so a parked car often comes back as `car` *and* `truck`.
 /// The tracker makes one track of them; the fidelity reference counts them as one object.
 pub fn duplicates(dets: &[Detection], usable: &[bool]) -> Vec<Option<usize>> {
