@@ -328,7 +328,11 @@ impl Config {
             }])
         })?;
         let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
+            // An unknown key at the top level (even one named "") has no path: say where.
+            let key = match e.path().to_string() {
+                k if k.is_empty() || k == "." => "(top level)".to_string(),
+                k => k,
+            };
             let inner = e.into_inner();
             let (line, column) = inner.span().map_or((0, 0), |s| line_col(text, s.start));
             ConfigErrors(vec![ConfigError {

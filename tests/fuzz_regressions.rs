@@ -21,6 +21,21 @@ fn data(name: &str) -> (PathBuf, Vec<u8>) {
     (p, bytes)
 }
 
+/// `config` target: an unknown top-level key named `""` gave an error with an empty key
+/// (`fuzz.toml:1:1: : unknown field …`); the key now says where: `(top level)`.
+#[test]
+fn an_unknown_empty_top_level_key_is_named_in_the_error() {
+    let (_, bytes) = data("config-crash-6c02fd57443d5e916e5982d8b7f5d79f1e195a79");
+    let text = std::str::from_utf8(&bytes).unwrap();
+    let errs = lookout::config::Config::parse(text, "fuzz.toml").unwrap_err();
+    assert!(!errs.0.is_empty());
+    for e in &errs.0 {
+        assert!(!e.key.is_empty() && !e.message.is_empty(), "{e}");
+        assert_eq!(e.line, 1, "{e}");
+    }
+    assert_eq!(errs.0[0].key, "(top level)");
+}
+
 fn fast() -> SourceOptions {
     SourceOptions {
         pace: Pacing::AsFastAsPossible,
