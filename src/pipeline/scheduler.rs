@@ -616,6 +616,15 @@ mod tests {
         }
     }
 
+    /// The lines of a tracks file, parsed.
+    fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     /// The detector thread: takes the job and answers it at once with `dets`.
     fn answer(hub: &mut Shared, dets: Result<Vec<Detection>, String>) -> u64 {
         let job = hub.job.take().expect("a detection was requested");
@@ -781,11 +790,7 @@ mod tests {
         clock.advance(100 * MS);
         deliver(&mut s, &mut hub, &clock, 3);
         s.finish(EndReason::EndOfSource);
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = jsonl(&path);
         let _ = std::fs::remove_file(&path);
         let track = |i: usize| &lines[i]["tracks"][0];
         assert!(lines[1]["tracks"].as_array().unwrap().is_empty());
@@ -882,11 +887,7 @@ mod tests {
         deliver(&mut s, &mut hub, &clock, 2);
         let out = s.finish(EndReason::EndOfSource);
         assert_eq!(out.tracks_started, 1);
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = jsonl(&path);
         assert_eq!(
             lines.len(),
             3,
