@@ -59,6 +59,10 @@ pub struct SourceConfig {
     /// Start a file over when it ends.
     #[serde(rename = "loop")]
     pub looped: bool,
+    /// A camera (`/dev/videoN`, `/dev/v4l/…`) missing when the daemon starts is waited for
+    /// (back-off up to 5 s, the watchdog fed, STATUS saying so) instead of being a
+    /// configuration error: USB cameras can enumerate after the service starts.
+    pub wait_for_camera: bool,
 }
 
 impl Default for SourceConfig {
@@ -71,6 +75,7 @@ impl Default for SourceConfig {
             fps: 0,
             realtime: true,
             looped: false,
+            wait_for_camera: true,
         }
     }
 }
@@ -570,11 +575,18 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
         match Spec::parse(spec) {
             Ok(Spec::Demo) => {}
             Ok(Spec::Camera(device)) => {
-                if !Path::new(&device).exists() {
+                let waited_for =
+                    cfg.source.wait_for_camera && crate::source::is_camera_name(&device);
+                if !Path::new(&device).exists() && !waited_for {
                     bad(
                         "source.spec",
                         format!(
-                            "expected an existing V4L2 device, found {device} (no such device)"
+                            "expected an existing V4L2 device, found {device} (no such device{})",
+                            if cfg.source.wait_for_camera {
+                                "; lookout waits only for /dev/videoN and /dev/v4l/… names"
+                            } else {
+                                "; source.wait_for_camera = false"
+                            }
                         ),
                     );
                 }
@@ -719,11 +731,23 @@ mod tests {
         c.model.file = "/nonexistent/model.onnx".into();
         c.pipeline.capture_core = Some(100_000);
         assert_eq!(c.check_values(), Vec::new());
+        // A missing camera is waited for (source.wait_for_camera, default true)…
         let keys: Vec<String> = check_environment(&c).into_iter().map(|p| p.key).collect();
         assert_eq!(
             keys,
-            ["source.spec", "model.file", "pipeline.capture_core"].map(String::from)
+            ["model.file", "pipeline.capture_core"].map(String::from)
         );
+        // …unless waiting is turned off, or the name can never be a camera.
+        for (spec, wait) in [("/dev/video-none", false), ("/dev/not-a-camera", true)] {
+            c.source.spec = spec.into();
+            c.source.wait_for_camera = wait;
+            let keys: Vec<String> = check_environment(&c).into_iter().map(|p| p.key).collect();
+            assert_eq!(
+                keys,
+                ["source.spec", "model.file", "pipeline.capture_core"].map(String::from),
+                "{spec} wait_for_camera = {wait}"
+            );
+        }
         c.source.format = "H264".into();
         c.source.spec = "clip.avi".into();
         let values = c.check_values();

@@ -5,6 +5,7 @@
 //! verbatim, so their names are an interface (see ARCHITECTURE.md).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use log::kv::{Key, Value, VisitSource};
@@ -22,17 +23,91 @@ fn level_from_env() -> LevelFilter {
 /// else stderr. Safe to call more than once (later calls do nothing).
 pub fn init() {
     let level = level_from_env();
-    if systemd_journal_logger::connected_to_journal() {
-        if let Ok(logger) = systemd_journal_logger::JournalLog::new() {
-            let logger = logger.with_syslog_identifier("lookout".to_string());
-            if logger.install().is_ok() {
-                log::set_max_level(level);
-                return;
+    let stderr = StderrLog { level };
+    if !systemd_journal_logger::connected_to_journal() {
+        if log::set_boxed_logger(Box::new(stderr)).is_ok() {
+            log::set_max_level(level);
+        }
+        return;
+    }
+    // stderr is the journal's stream, but its native socket may not answer (journald not
+    // running yet, a sandbox without /run/systemd/journal/socket): then every record goes to
+    // stderr, which the journal (or whoever holds the stream) still receives, and that is said
+    // once.
+    let (journal, unavailable) = match systemd_journal_logger::JournalLog::new() {
+        Ok(j) => (Some(j.with_syslog_identifier("lookout".to_string())), None),
+        Err(e) => (None, Some(e)),
+    };
+    let logger = JournalLog {
+        journal,
+        stderr,
+        fell_back: AtomicBool::new(unavailable.is_some()),
+    };
+    if log::set_boxed_logger(Box::new(logger)).is_ok() {
+        log::set_max_level(level);
+        if let Some(e) = unavailable {
+            log::warn!(
+                LOOKOUT_EVENT = "journal_unavailable";
+                "cannot log to the journal socket ({e}): logging to stderr instead"
+            );
+        }
+    }
+}
+
+/// The journal's native protocol (structured fields), falling back record by record to the
+/// readable stderr form when the journal socket cannot take a record (journald stopped or
+/// restarting, the socket absent from a sandbox): a line is never silently lost, and the
+/// journal is used again as soon as it answers.
+struct JournalLog {
+    /// `None`: the socket did not answer at start; everything goes to stderr.
+    journal: Option<systemd_journal_logger::JournalLog>,
+    stderr: StderrLog,
+    /// The fallback has been announced (once per outage).
+    fell_back: AtomicBool,
+}
+
+impl Log for JournalLog {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        self.stderr.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let Some(journal) = &self.journal else {
+            self.stderr.log(record);
+            return;
+        };
+        match journal.journal_send(record) {
+            Ok(()) => {
+                if self.fell_back.swap(false, Ordering::Relaxed) {
+                    self.stderr.line(
+                        "info",
+                        &format_args!(
+                            "the journal socket answers again: structured logging resumed"
+                        ),
+                        "",
+                    );
+                }
+            }
+            Err(e) => {
+                if !self.fell_back.swap(true, Ordering::Relaxed) {
+                    self.stderr.line(
+                        "warn",
+                        &format_args!(
+                            "cannot log to the journal socket ({e}): logging to stderr instead"
+                        ),
+                        " LOOKOUT_EVENT=journal_unavailable",
+                    );
+                }
+                self.stderr.log(record);
             }
         }
     }
-    if log::set_boxed_logger(Box::new(StderrLog { level })).is_ok() {
-        log::set_max_level(level);
+
+    fn flush(&self) {
+        self.stderr.flush();
     }
 }
 
@@ -48,6 +123,14 @@ impl<'kvs> VisitSource<'kvs> for Fields {
         self.0
             .push_str(&format!(" {}={}", key.as_str().to_ascii_uppercase(), value));
         Ok(())
+    }
+}
+
+impl StderrLog {
+    /// Writes one `lookout LEVEL: message FIELDS` line.
+    fn line(&self, tag: &str, message: &std::fmt::Arguments, fields: &str) {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "lookout {tag}: {message}{fields}");
     }
 }
 
@@ -69,8 +152,7 @@ impl Log for StderrLog {
             Level::Debug => "debug",
             Level::Trace => "trace",
         };
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "lookout {tag}: {}{}", record.args(), fields.0);
+        self.line(tag, record.args(), &fields.0);
     }
 
     fn flush(&self) {

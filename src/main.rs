@@ -79,6 +79,15 @@ fn main() -> ExitCode {
 /// `lookout check-config FILE`: the effective configuration on stdout.
 fn check_config(file: &Path) -> Result<(), Failure> {
     let cfg = lookout::config::Config::load(file)?;
+    if let Ok(lookout::source::Spec::Camera(device)) =
+        lookout::source::Spec::parse(&cfg.source.spec)
+    {
+        if !Path::new(&device).exists() {
+            eprintln!(
+                "lookout: note: {device} is not there now; `lookout run` will wait for it to appear (source.wait_for_camera = true)"
+            );
+        }
+    }
     // A closed pipe (`check-config FILE | head`) is not worth a panic.
     let _ = writeln!(
         std::io::stdout().lock(),

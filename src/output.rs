@@ -218,6 +218,34 @@ impl TracksWriter {
         })
     }
 
+    /// As [`TracksWriter::create`], but a file that cannot be created now (a read-only or
+    /// full file system, a directory not mounted yet) is not an error: the failure is told
+    /// and counted like any later one, and every line retries until the file can be opened.
+    /// The daemon starts this way: its tracks file never keeps it from running.
+    pub fn create_or_retry(path: &Path, max_bytes: u64) -> TracksWriter {
+        match TracksWriter::create(path, max_bytes) {
+            Ok(w) => w,
+            Err(e) => {
+                let mut w = TracksWriter {
+                    path: path.into(),
+                    max_bytes,
+                    file: None,
+                    rotatable: true,
+                    written: 0,
+                    buf: Vec::with_capacity(BUFFER),
+                    buf_lines: 0,
+                    lost: 0,
+                    failing: None,
+                    warnings: RateLimit::per_minute(),
+                    recoveries: RateLimit::per_minute(),
+                    line: Vec::new(),
+                };
+                w.fail(e.source, 0);
+                w
+            }
+        }
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -541,6 +569,29 @@ mod tests {
         assert!(w.failing.is_none());
         assert_eq!(seqs(&gone.join("tracks.jsonl")), [8, 9]);
         assert_eq!(seqs(&path), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_created_at_start_is_retried_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let later = dir.path().join("not-mounted-yet");
+        let path = later.join("tracks.jsonl");
+        assert!(TracksWriter::create(&path, 1 << 20).is_err());
+        let mut w = TracksWriter::create_or_retry(&path, 1 << 20);
+        assert!(w.failing.is_some(), "the failure at start is an outage");
+        for seq in 0..4 {
+            w.write(&frame_out(seq));
+        }
+        w.flush();
+        assert_eq!(w.lines_lost(), 4);
+        std::fs::create_dir(&later).unwrap();
+        for seq in 4..6 {
+            w.write(&frame_out(seq));
+        }
+        w.flush();
+        assert_eq!(w.lines_lost(), 4, "nothing lost once it can be written");
+        assert!(w.failing.is_none());
+        assert_eq!(seqs(&path), [4, 5]);
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct Window {
     /// Frames dropped: replaced in the newest-frame slot before the tracker took them, plus
     /// stale buffers the source discarded.
     pub dropped: u64,
+    /// Damaged frames the source skipped (a torn or undecodable JPEG, a V4L2 buffer shorter
+    /// than a frame or flagged as an error by the driver).
+    pub corrupt: u64,
     /// Model time (preprocess excluded).
     pub model: Latency,
     /// Preprocessing time of detection frames.
@@ -129,6 +132,7 @@ impl Window {
         self.detect_uncertain += other.detect_uncertain;
         self.detect_idle += other.detect_idle;
         self.dropped += other.dropped;
+        self.corrupt += other.corrupt;
         self.model.merge(&other.model);
         self.preprocess.merge(&other.preprocess);
         self.postprocess.merge(&other.postprocess);
@@ -164,6 +168,7 @@ impl Window {
             frame_age_ms: r1(self.age.quantile_ms(0.5)),
             frame_age_p95_ms: r1(self.age.quantile_ms(0.95)),
             frames_dropped: self.dropped,
+            frames_corrupt: self.corrupt,
             detect_motion: self.detect_motion,
             detect_uncertain: self.detect_uncertain,
             detect_interval: self.detect_interval,
@@ -197,6 +202,8 @@ pub struct Report {
     pub frame_age_p95_ms: f64,
     /// Frames dropped in the window.
     pub frames_dropped: u64,
+    /// Damaged frames skipped in the window.
+    pub frames_corrupt: u64,
     /// Detections asked for by motion outside the tracks in the window.
     pub detect_motion: u64,
     /// Detections asked for by uncertain tracks.
@@ -226,15 +233,20 @@ impl Report {
             FRAME_AGE_MS = self.frame_age_ms,
             FRAME_AGE_P95_MS = self.frame_age_p95_ms,
             FRAMES_DROPPED = self.frames_dropped,
+            FRAMES_CORRUPT = self.frames_corrupt,
             DETECT_MOTION = self.detect_motion,
             DETECT_UNCERTAIN = self.detect_uncertain,
             DETECT_INTERVAL = self.detect_interval,
             DETECT_IDLE = self.detect_idle,
             TRACKS_LINES_LOST = self.tracks_lines_lost,
             TRACKS = self.tracks;
-            "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s)",
+            "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s){}",
             self.fps, self.capture_fps, self.detect_fps, self.model_time_ms, self.model_time_p95_ms,
-            self.track_time_ms, self.frame_age_ms, self.frame_age_p95_ms, self.frames_dropped, self.tracks
+            self.track_time_ms, self.frame_age_ms, self.frame_age_p95_ms, self.frames_dropped, self.tracks,
+            match self.frames_corrupt {
+                0 => String::new(),
+                n => format!(", {n} damaged frame(s) skipped"),
+            }
         );
     }
 }

@@ -21,7 +21,7 @@ fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
     p
 }
 
-const STATS_FIELDS: [&str; 14] = [
+const STATS_FIELDS: [&str; 15] = [
     "FPS",
     "DETECT_FPS",
     "MODEL_TIME_MS",
@@ -30,6 +30,7 @@ const STATS_FIELDS: [&str; 14] = [
     "FRAME_AGE_MS",
     "FRAME_AGE_P95_MS",
     "FRAMES_DROPPED",
+    "FRAMES_CORRUPT",
     "DETECT_MOTION",
     "DETECT_UNCERTAIN",
     "DETECT_INTERVAL",

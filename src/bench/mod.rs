@@ -237,6 +237,8 @@ pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
     if !is_camera(&cfg.source.spec) {
         cfg.source.looped = true;
     }
+    // A benchmark measures a camera that is there: a missing one is an error at once.
+    cfg.source.wait_for_camera = false;
     let problems = cfg.problems();
     if !problems.is_empty() {
         let file = s

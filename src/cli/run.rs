@@ -87,9 +87,12 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
             | DetectError::NotOnnx { .. }
             | DetectError::WrongShape { .. }),
         ) => Problem::new("model.file", d.to_string()),
-        pipeline::PipelineError::Source(s @ SourceError::UnknownSpec { .. }) => {
-            Problem::new("source.spec", s.to_string())
-        }
+        // A spec that can never be a camera (a device that is not a V4L2 capture device,
+        // such as a metadata node or /dev/null) is a configuration problem; a camera that is
+        // merely missing is waited for (`source.wait_for_camera`).
+        pipeline::PipelineError::Source(
+            s @ (SourceError::UnknownSpec { .. } | SourceError::NotCapture { .. }),
+        ) => Problem::new("source.spec", s.to_string()),
         other => return Failure::Runtime(other.into()),
     };
     let file = args
@@ -170,11 +173,16 @@ fn log_summary(s: &Summary, frames: u64) {
         FRAME_AGE_MS = r.frame_age_ms,
         FRAME_AGE_P95_MS = r.frame_age_p95_ms,
         FRAMES_DROPPED = s.total.dropped,
+        FRAMES_CORRUPT = s.total.corrupt,
         TRACKS = s.tracks_started,
         TRACKS_LINES_LOST = s.total.tracks_lines_lost,
         FRAMES = frames;
-        "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen{}",
+        "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen{}{}",
         r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started,
+        match s.total.corrupt {
+            0 => String::new(),
+            n => format!(", {n} damaged frame(s) skipped"),
+        },
         match s.total.tracks_lines_lost {
             0 => String::new(),
             n => format!(", {n} tracks file line(s) lost"),

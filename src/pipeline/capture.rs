@@ -18,6 +18,7 @@ pub(super) fn capture_loop(
     wait_for_slot: bool,
 ) {
     let mut next_time = crate::stats::Latency::default();
+    let mut timeouts = crate::logging::RateLimit::per_minute();
     loop {
         if stop.load(Ordering::Relaxed) || hub.lock().shutdown {
             break;
@@ -33,7 +34,13 @@ pub(super) fn capture_loop(
             }
         }
         let t0 = Instant::now();
-        match src.next() {
+        let next = src.next();
+        // Damaged frames are skipped inside `next` (whatever it returns): count them now.
+        let corrupt = src.stats().corrupt;
+        if corrupt != 0 {
+            hub.lock().source_corrupt = corrupt;
+        }
+        match next {
             Ok(Some(frame)) => {
                 super::panics::working_on(frame.seq);
                 super::panics::injected_panic("capture", frame.seq);
@@ -41,6 +48,7 @@ pub(super) fn capture_loop(
                 let dropped = src.stats().dropped_stale;
                 let mut g = hub.lock();
                 g.source_reconnecting = None;
+                g.source_waiting = false;
                 g.captured += 1;
                 g.source_dropped = dropped;
                 if g.frame.replace(frame).is_some() {
@@ -53,17 +61,30 @@ pub(super) fn capture_loop(
             Err(e) if e.is_transient() => {
                 let attempts = match &e {
                     source::SourceError::Disconnected { .. } => Some(0),
-                    source::SourceError::Reconnecting { attempts, .. } => Some(*attempts),
+                    source::SourceError::Reconnecting { attempts, .. }
+                    | source::SourceError::WaitingForDevice { attempts, .. } => Some(*attempts),
                     _ => None,
                 };
-                hub.lock().source_reconnecting = attempts.map(|_| monotonic_now());
+                let waiting = matches!(e, source::SourceError::WaitingForDevice { .. });
+                let mut g = hub.lock();
+                g.source_reconnecting = attempts.map(|_| monotonic_now());
+                g.source_waiting = waiting;
+                drop(g);
                 // A camera may stay away for hours: the first attempts are logged, then one
-                // a minute or so (the back-off tops out at 5 s).
+                // a minute or so (the back-off tops out at 5 s). A silent camera times out
+                // every poll: its warning is rate-limited (one a minute, with the count).
                 match attempts {
                     Some(a) if a > 3 && a % 12 != 0 => {
                         log::debug!(LOOKOUT_EVENT = "source_error"; "{e}")
                     }
-                    _ => log::warn!(LOOKOUT_EVENT = "source_error"; "{e}"),
+                    Some(_) => log::warn!(LOOKOUT_EVENT = "source_error"; "{e}"),
+                    None => match timeouts.hit(monotonic_now()) {
+                        Some(held) if held.count > 0 => {
+                            log::warn!(LOOKOUT_EVENT = "source_error", HELD_BACK = held.count; "{e} ({held})")
+                        }
+                        Some(_) => log::warn!(LOOKOUT_EVENT = "source_error"; "{e}"),
+                        None => log::debug!(LOOKOUT_EVENT = "source_error"; "{e}"),
+                    },
                 }
             }
             Err(e) => {

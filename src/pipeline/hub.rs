@@ -31,6 +31,9 @@ pub(super) struct Shared {
     pub(super) captured: u64,
     /// Stale buffers the source itself discarded (camera), as last reported.
     pub(super) source_dropped: u64,
+    /// Damaged frames the source skipped (torn JPEG, short V4L2 buffer, driver error flag), as
+    /// last reported.
+    pub(super) source_corrupt: u64,
     /// The frame waiting for the detector (at most one: requests while busy are skipped).
     pub(super) job: Option<Frame>,
     /// The detector is working on a frame.
@@ -49,6 +52,9 @@ pub(super) struct Shared {
     /// frames flow). A source busy reopening a vanished camera is alive, not hung: the
     /// tracker keeps the watchdog fed while these reports keep coming.
     pub(super) source_reconnecting: Option<Duration>,
+    /// Those reports are of a camera that was missing at start and has not appeared yet
+    /// (rather than one that was lost).
+    pub(super) source_waiting: bool,
     /// Time in `source.next()` per delivered frame, left here by the capture thread when it
     /// ends (moved into the run's total).
     pub(super) capture_time: Option<crate::stats::Latency>,

@@ -217,8 +217,7 @@ pub fn run_with(
     let max_bytes = cfg.output.tracks_max_bytes();
     let mut writer = tracks_path
         .as_deref()
-        .map(|p| TracksWriter::create(p, max_bytes))
-        .transpose()?;
+        .map(|p| TracksWriter::create_or_retry(p, max_bytes));
     let hub = Arc::new(Hub::default());
     let cpu0 = process_cpu_time();
     let det_thread = spawn_detector(cfg, opts, parts, &hub)?;

@@ -29,6 +29,7 @@ pub fn source_options(cfg: &Config, pace: Option<Pacing>) -> SourceOptions {
         }),
         looped: s.looped,
         replay_fps: nz(s.fps).map(f64::from),
+        wait_for_device: s.wait_for_camera,
         ..SourceOptions::default()
     }
 }

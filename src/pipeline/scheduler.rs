@@ -125,6 +125,7 @@ pub(super) struct RunOutcome {
 struct Seen {
     replaced: u64,
     source_dropped: u64,
+    source_corrupt: u64,
     captured: u64,
     tracks_lines_lost: u64,
 }
@@ -241,11 +242,21 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Called before each wait with nothing to do: while the capture thread keeps reporting
-    /// that it is reopening a lost camera, the watchdog stays fed and the status says so.
+    /// that it is reopening a lost camera, or waiting for one that was missing at start, the
+    /// watchdog stays fed and the status says so. A daemon waiting for its camera is up
+    /// (READY), so `systemctl start` returns and the service is not killed for a slow start.
     pub(super) fn while_waiting(&mut self, hub: &Shared) {
         let (Some(sup), Some(reported)) = (self.supervisor, hub.source_reconnecting) else {
             return;
         };
+        let status = if hub.source_waiting {
+            "waiting for the camera to appear"
+        } else {
+            "camera lost: reopening it"
+        };
+        if hub.source_waiting {
+            sup.ready(status);
+        }
         // Reopen attempts come at most 5 s apart: fresh reports mean the capture thread is
         // alive and working on it.
         if self.clock.now().saturating_sub(reported) < RECONNECT_ALIVE {
@@ -253,7 +264,7 @@ impl<'a> Scheduler<'a> {
         }
         if !self.reconnect_status {
             self.reconnect_status = true;
-            sup.status("camera lost: reopening it");
+            sup.status(status);
         }
     }
 
@@ -276,9 +287,11 @@ impl<'a> Scheduler<'a> {
         w.dropped += (hub.replaced - self.seen.replaced)
             + hub.source_dropped.saturating_sub(self.seen.source_dropped);
         w.captured += hub.captured - self.seen.captured;
+        w.corrupt += hub.source_corrupt.saturating_sub(self.seen.source_corrupt);
         self.seen = Seen {
             replaced: hub.replaced,
             source_dropped: hub.source_dropped,
+            source_corrupt: hub.source_corrupt,
             captured: hub.captured,
             ..self.seen
         };
@@ -354,6 +367,9 @@ impl<'a> Scheduler<'a> {
             preprocess::frame_to_gray(frame, self.track_width, &mut self.gray, &mut self.scratch);
         self.window.gray.record(self.clock.now().saturating_sub(t0));
         if let Err(e) = &gray_ok {
+            // A frame the source passed but that cannot be decoded (a damaged JPEG) is a
+            // damaged frame too.
+            self.window.corrupt += 1;
             if let Some(held) = self.frame_errors.hit(t0) {
                 warn_repeating("frame_error", &format!("frame {}: {e}", frame.seq), held);
             }
@@ -1069,13 +1085,20 @@ mod tests {
         let mut t = tracker();
         let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
         (hub.captured, hub.replaced, hub.source_dropped) = (10, 3, 2);
+        hub.source_corrupt = 1;
         hub.frame = Some(frame(9, clock.now()));
         pass(&mut s, &mut hub);
         assert_eq!((s.window.captured, s.window.dropped), (10, 5));
+        assert_eq!(s.window.corrupt, 1);
         (hub.captured, hub.replaced, hub.source_dropped) = (12, 4, 2); // counters are cumulative
+        hub.source_corrupt = 4;
         hub.frame = Some(frame(11, clock.now()));
         pass(&mut s, &mut hub);
         assert_eq!((s.window.captured, s.window.dropped), (12, 6));
+        assert_eq!(
+            s.window.corrupt, 4,
+            "damaged frames are counted, not dropped ones"
+        );
     }
 
     #[test]

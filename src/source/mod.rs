@@ -113,6 +113,11 @@ pub struct SourceOptions {
     pub buffers: u32,
     /// How long `next` waits for a camera before returning [`SourceError::Timeout`].
     pub timeout: Duration,
+    /// A camera device (`/dev/video*`, `/dev/v4l/…`) that is not there yet is waited for
+    /// (opened with back-off on each `next`, [`SourceError::WaitingForDevice`] meanwhile)
+    /// instead of being an error: the daemon's `[source] wait_for_camera`. Tools (bench,
+    /// capture) leave it off and fail at once.
+    pub wait_for_device: bool,
 }
 
 impl Default for SourceOptions {
@@ -127,6 +132,7 @@ impl Default for SourceOptions {
             replay_fps: None,
             buffers: 3,
             timeout: Duration::from_secs(2),
+            wait_for_device: false,
         }
     }
 }
@@ -233,6 +239,19 @@ pub enum SourceError {
         /// Back-off before the next attempt.
         retry_in: Duration,
     },
+    /// The camera was not there when the daemon started and has not appeared yet; the next
+    /// call tries again after `retry_in` (transient: a USB camera that enumerates late).
+    #[error("{device}: waiting for the camera to appear ({attempts} attempts so far: {reason}); next try in {retry_in:?}")]
+    WaitingForDevice {
+        /// Device path.
+        device: String,
+        /// Attempts to open it so far.
+        attempts: u32,
+        /// Why the last attempt failed.
+        reason: String,
+        /// Back-off before the next attempt.
+        retry_in: Duration,
+    },
 }
 
 impl SourceError {
@@ -243,8 +262,16 @@ impl SourceError {
             SourceError::Timeout { .. }
                 | SourceError::Disconnected { .. }
                 | SourceError::Reconnecting { .. }
+                | SourceError::WaitingForDevice { .. }
         )
     }
+}
+
+/// Whether `device` is a name a camera can appear under later (`/dev/videoN`, or a udev
+/// link under `/dev/v4l/`): the names the daemon waits for when they are missing. Any other
+/// missing path under `/dev/` can never become a camera.
+pub fn is_camera_name(device: &str) -> bool {
+    device.starts_with("/dev/video") || device.starts_with("/dev/v4l/")
 }
 
 /// What a source spec names: the one parser of the grammar in the module documentation.
@@ -334,6 +361,9 @@ pub fn open_spec(
 ) -> Result<Box<dyn FrameSource + Send>, SourceError> {
     Ok(match spec {
         Spec::Demo => Box::new(replay::ReplaySource::demo(opts)?),
+        Spec::Camera(device) if opts.wait_for_device => {
+            Box::new(v4l2::V4l2Source::open_or_wait(device, opts)?)
+        }
         Spec::Camera(device) => Box::new(v4l2::V4l2Source::open(device, opts)?),
         Spec::Dir(path) => Box::new(replay::ReplaySource::image_dir(path, opts)?),
         Spec::Mjpeg(path) => Box::new(replay::ReplaySource::mjpeg_file(path, opts)?),

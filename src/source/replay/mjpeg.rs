@@ -27,6 +27,13 @@ pub(crate) fn find_soi(data: &[u8], from: usize) -> Option<usize> {
         .map(|p| p + from)
 }
 
+/// True when `data` starts with a JPEG that is whole: its structure walks from SOI to EOI
+/// (bytes a camera adds after the EOI are allowed). A torn frame — a USB transfer cut short, a
+/// buffer with a short `bytesused` — is not.
+pub(crate) fn is_complete_jpeg(data: &[u8]) -> bool {
+    find_soi(data, 0) == Some(0) && matches!(scan_jpeg(data, 0), Scan::Complete(_))
+}
+
 /// Walks one JPEG starting at the SOI at `start`: marker segments by their lengths, entropy
 /// data up to the next real marker (`FF` followed by neither `00`, `FF` nor RSTn), repeated
 /// for progressive scans, until EOI.
@@ -225,5 +232,18 @@ mod tests {
         let at = two.len();
         two.extend(&j);
         assert_eq!(scan_jpeg(&two, 0), Scan::Broken(at));
+    }
+
+    #[test]
+    fn a_complete_jpeg_is_whole_and_a_torn_one_is_not() {
+        let j = tiny_jpeg();
+        assert!(is_complete_jpeg(&j));
+        let mut padded = j.clone();
+        padded.extend([0u8; 16]); // cameras pad buffers after the EOI
+        assert!(is_complete_jpeg(&padded));
+        for cut in [0, 1, 2, 5, j.len() / 2, j.len() - 1] {
+            assert!(!is_complete_jpeg(&j[..cut]), "torn at {cut}");
+        }
+        assert!(!is_complete_jpeg(&j[2..]), "no SOI at the start");
     }
 }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 mod dir;
 mod mjpeg;
+pub(crate) use mjpeg::is_complete_jpeg;
 mod y4m;
 
 use dir::ImageDir;

@@ -51,6 +51,9 @@ pub struct V4l2Source {
     path: String,
     opts: SourceOptions,
     negotiated: Negotiated,
+    /// The device has been opened once (`negotiated` is its mode, kept on reopening); false
+    /// while waiting for a camera that was missing at start.
+    opened: bool,
     state: State,
     next_seq: u64,
     stats: SourceStats,
@@ -94,10 +97,54 @@ impl V4l2Source {
             path: path.to_string(),
             opts: opts.clone(),
             negotiated,
+            opened: true,
             state: State::Streaming(Box::new(open)),
             next_seq: 0,
             stats: SourceStats::default(),
         })
+    }
+
+    /// As [`V4l2Source::open`], but a camera that is not there yet (no device node, or a
+    /// node without its driver: a USB camera that enumerates after the daemon started) is not
+    /// an error: the source waits for it, trying again with back-off (0.5 s doubling to 5 s)
+    /// on each [`FrameSource::next`], which returns [`SourceError::WaitingForDevice`]
+    /// meanwhile. Only names a camera can appear under ([`crate::source::is_camera_name`])
+    /// are waited for.
+    ///
+    /// # Errors
+    /// As [`V4l2Source::open`] for a device that is present but unusable.
+    pub fn open_or_wait(path: &str, opts: &SourceOptions) -> Result<V4l2Source, SourceError> {
+        match V4l2Source::open(path, opts) {
+            Err(SourceError::NoDevice { source, .. })
+                if crate::source::is_camera_name(path) && is_absent(&source) =>
+            {
+                log::warn!(
+                    LOOKOUT_EVENT = "camera_waiting";
+                    "{path}: no camera there yet ({source}); waiting for it to appear, trying again with back-off up to {}s",
+                    BACKOFF_MAX.as_secs()
+                );
+                Ok(V4l2Source {
+                    path: path.to_string(),
+                    opts: opts.clone(),
+                    negotiated: Negotiated {
+                        format: opts.format.unwrap_or(PREFERRED[0]),
+                        width: opts.width.unwrap_or(0),
+                        height: opts.height.unwrap_or(0),
+                        stride: 0,
+                        fps: opts.fps.map(f64::from),
+                    },
+                    opened: false,
+                    state: State::Lost {
+                        attempts: 0,
+                        next_try: Instant::now() + BACKOFF_MIN,
+                        backoff: BACKOFF_MIN,
+                    },
+                    next_seq: 0,
+                    stats: SourceStats::default(),
+                })
+            }
+            other => other,
+        }
     }
 
     /// The negotiated mode.
@@ -137,10 +184,25 @@ impl V4l2Source {
             std::thread::sleep(next_try - now);
         }
         let mut opts = self.opts.clone();
-        opts.width = Some(self.negotiated.width);
-        opts.height = Some(self.negotiated.height);
-        opts.format = Some(self.negotiated.format);
+        if self.opened {
+            opts.width = Some(self.negotiated.width);
+            opts.height = Some(self.negotiated.height);
+            opts.format = Some(self.negotiated.format);
+        }
         match open_device(&self.path, &opts) {
+            Ok((open, negotiated)) if !self.opened => {
+                self.negotiated = negotiated;
+                self.opened = true;
+                log::warn!(
+                    LOOKOUT_EVENT = "camera_appeared";
+                    "{}: the camera appeared after {} attempts: {}",
+                    self.path,
+                    attempts + 1,
+                    self.describe()
+                );
+                self.state = State::Streaming(Box::new(open));
+                Ok(())
+            }
             Ok((open, negotiated)) => {
                 self.negotiated = negotiated;
                 self.state = State::Streaming(Box::new(open));
@@ -157,6 +219,14 @@ impl V4l2Source {
                     backoff: backoff_next,
                 };
                 log::debug!("{}: reopen attempt {attempts} failed: {e}", self.path);
+                if !self.opened {
+                    return Err(SourceError::WaitingForDevice {
+                        device: self.path.clone(),
+                        attempts,
+                        reason: e.to_string(),
+                        retry_in: backoff,
+                    });
+                }
                 Err(SourceError::Reconnecting {
                     device: self.path.clone(),
                     attempts,
@@ -212,17 +282,12 @@ impl FrameSource for V4l2Source {
             let meta = open.queue.meta[newest.index];
             let n = self.negotiated;
             let mut data = Vec::new();
-            let ok = meta.flags & V4L2_BUF_FLAG_ERROR == 0
-                && meta.bytesused > 0
-                && pack_rows(
-                    open.queue.bytes(newest.index, meta.bytesused as usize),
-                    n.format,
-                    n.width,
-                    n.height,
-                    n.stride as usize,
-                    &mut data,
-                )
-                .is_some();
+            let ok = unpack_buffer(
+                open.queue.bytes(newest.index, meta.bytesused as usize),
+                meta.flags,
+                &n,
+                &mut data,
+            );
             if let Err(e) = open.queue.requeue(newest.index) {
                 return Err(self.device_error("VIDIOC_QBUF", e));
             }
@@ -267,6 +332,9 @@ impl FrameSource for V4l2Source {
 
     fn describe(&self) -> String {
         let n = self.negotiated;
+        if !self.opened {
+            return format!("V4L2 {} (waiting for the camera to appear)", self.path);
+        }
         format!(
             "V4L2 {} {} {}x{}{}",
             self.path,
@@ -293,6 +361,12 @@ fn capture_time(meta: &BufMeta) -> Duration {
 }
 
 /// ENODEV, ENXIO or EIO: the device is gone (unplugged, driver unloaded).
+/// An open error that means "no camera there (yet)": no device node, or a node whose driver
+/// is not bound.
+fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || is_gone(e)
+}
+
 fn is_gone(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
@@ -345,9 +419,15 @@ fn open_capture_device(path: &str) -> Result<Device, SourceError> {
         device: path.to_string(),
         source,
     })?;
-    let caps = device
-        .query_caps()
-        .map_err(dev_err(path, "VIDIOC_QUERYCAP"))?;
+    let caps = device.query_caps().map_err(|e| match e.raw_os_error() {
+        // Not a V4L2 device at all (/dev/null, a disk, a serial port): it never will be one.
+        Some(libc::ENOTTY) | Some(libc::EINVAL) => SourceError::NotCapture {
+            device: path.to_string(),
+            driver: "none: not a V4L2 device".to_string(),
+            card: String::new(),
+        },
+        _ => dev_err(path, "VIDIOC_QUERYCAP")(e),
+    })?;
     let flags = caps.capabilities;
     if !flags.contains(v4l::capability::Flags::VIDEO_CAPTURE)
         || !flags.contains(v4l::capability::Flags::STREAMING)
@@ -477,6 +557,20 @@ fn set_rate(
     Ok(fps)
 }
 
+/// A dequeued buffer's bytes (its `bytesused` prefix) as a frame's packed data in `data`, or
+/// `false` for a damaged buffer, which the caller skips and counts: the driver flagged an
+/// error, the buffer is empty or shorter than the negotiated frame, or (MJPEG) it does not
+/// hold one whole JPEG — a torn transfer.
+fn unpack_buffer(bytes: &[u8], flags: u32, n: &Negotiated, data: &mut Vec<u8>) -> bool {
+    if flags & V4L2_BUF_FLAG_ERROR != 0 || bytes.is_empty() {
+        return false;
+    }
+    if n.format == PixelFormat::Mjpeg && !crate::source::replay::is_complete_jpeg(bytes) {
+        return false;
+    }
+    pack_rows(bytes, n.format, n.width, n.height, n.stride as usize, data).is_some()
+}
+
 /// The bytes of one row of the first plane without padding (0 for compressed formats): the
 /// least stride a driver may report.
 fn packed_row(format: PixelFormat, width: u32) -> u32 {
@@ -500,5 +594,89 @@ mod tests {
             .unwrap_or_default();
         assert!(e.contains("/dev/video-lookout-missing"), "{e}");
         assert!(e.contains("lookout devices"), "{e}");
+    }
+
+    #[test]
+    fn a_camera_missing_at_start_is_waited_for_with_back_off() {
+        let path = "/dev/video-lookout-not-yet";
+        let mut src = match V4l2Source::open_or_wait(path, &SourceOptions::default()) {
+            Ok(s) => s,
+            Err(e) => panic!("a missing camera is waited for, not an error: {e}"),
+        };
+        assert!(
+            src.describe().contains("waiting for the camera"),
+            "{}",
+            src.describe()
+        );
+        let t0 = Instant::now();
+        let mut retry = Vec::new();
+        for expected in 1..=3 {
+            match src.next() {
+                Err(e @ SourceError::WaitingForDevice { .. }) => {
+                    assert!(e.is_transient());
+                    let SourceError::WaitingForDevice {
+                        attempts, retry_in, ..
+                    } = e
+                    else {
+                        unreachable!()
+                    };
+                    assert_eq!(attempts, expected);
+                    retry.push(retry_in);
+                }
+                other => panic!("attempt {expected}: {other:?}"),
+            }
+        }
+        // 0.5 s before the first attempt, then 0.5 s and 1 s: the back-off doubles.
+        assert_eq!(retry, [BACKOFF_MIN, BACKOFF_MIN * 2, BACKOFF_MIN * 4]);
+        assert!(t0.elapsed() >= BACKOFF_MIN * 2, "{:?}", t0.elapsed());
+        assert_eq!(src.stats(), SourceStats::default());
+    }
+
+    #[test]
+    fn only_camera_names_are_waited_for() {
+        // A missing path that can never become a camera stays an error.
+        let e = V4l2Source::open_or_wait("/dev/lookout-not-a-camera", &SourceOptions::default());
+        assert!(matches!(e, Err(SourceError::NoDevice { .. })));
+    }
+
+    fn mode(format: PixelFormat, width: u32, height: u32, stride: u32) -> Negotiated {
+        Negotiated {
+            format,
+            width,
+            height,
+            stride,
+            fps: None,
+        }
+    }
+
+    #[test]
+    fn damaged_buffers_are_refused_and_whole_ones_unpacked() {
+        let mut data = Vec::new();
+        let yuyv = mode(PixelFormat::Yuyv, 4, 2, 8);
+        let whole = vec![7u8; 16];
+        assert!(unpack_buffer(&whole, 0, &yuyv, &mut data));
+        assert_eq!(data, whole);
+        // A short `bytesused`, an empty buffer, the driver's error flag.
+        assert!(!unpack_buffer(&whole[..15], 0, &yuyv, &mut data));
+        assert!(!unpack_buffer(&[], 0, &yuyv, &mut data));
+        assert!(!unpack_buffer(
+            &whole,
+            V4L2_BUF_FLAG_ERROR,
+            &yuyv,
+            &mut data
+        ));
+        // MJPEG: a whole JPEG (padding after EOI allowed) passes, a torn one does not.
+        let mjpeg = mode(PixelFormat::Mjpeg, 640, 480, 0);
+        let mut jpeg = vec![
+            0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x04, 1, 2, 0xFF, 0xDA, 0x00, 0x03,
+        ];
+        jpeg.extend([9, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD9, 0, 0]);
+        assert!(unpack_buffer(&jpeg, 0, &mjpeg, &mut data));
+        assert!(!unpack_buffer(
+            &jpeg[..jpeg.len() - 4],
+            0,
+            &mjpeg,
+            &mut data
+        ));
     }
 }

@@ -270,6 +270,33 @@ else:
     info(f"stop: clean exit in {secs:.1f} s ({e5.strip(';')})"
          + (f"; {msg(summary[0])}" if summary else ""))
 
+# --- 5b. camera missing at start -------------------------------------------------------------------
+late_how = notes.get("LATE_HOW")
+if late_how not in ("rmmod", "unbind"):
+    fail(f"late camera: could not remove the camera before the start: {read('late.txt').strip()[:300]}")
+else:
+    w = shows.get("late_waiting", {})
+    if notes.get("LATE_START_RC") != "0" or w.get("ActiveState") != "active":
+        fail(f"late camera: the service did not start without its camera (rc {notes.get('LATE_START_RC')}, {w})")
+    if "waiting_for_the_camera" not in notes.get("LATE_STATUS", ""):
+        fail(f"late camera: STATUS does not say it waits: {notes.get('LATE_STATUS')!r}")
+    waiting = [e for e in between("late_start", "late_plug") if e.get("LOOKOUT_EVENT") == "camera_waiting"]
+    if not waiting:
+        fail("late camera: no LOOKOUT_EVENT=camera_waiting after the start")
+    else:
+        info(f"late camera: started without it, STATUS {notes.get('LATE_STATUS', '').replace('_', ' ')!r}: "
+             f"{msg(waiting[0])}")
+    appeared = [e for e in between("late_plug", "late_end") if e.get("LOOKOUT_EVENT") == "camera_appeared"]
+    after = [e for e in between("late_plug", "late_end", "stats") if fps(e) > 0]
+    e = shows.get("late_end", {})
+    if not appeared or not after:
+        fail(f"late camera: not streaming after the camera appeared (appeared: {len(appeared)}, "
+             f"stats with frames: {len(after)}, state {e})")
+    else:
+        info(f"late camera: {msg(appeared[0])}; {stat_line(after[-1])}")
+    if e.get("MainPID") != w.get("MainPID") or e.get("NRestarts") not in ("0", None):
+        fail(f"late camera: restarted while waiting (watchdog not fed?): {w} -> {e}")
+
 # --- 6. bad configuration ---------------------------------------------------------------------------
 s = shows.get("badcfg", {})
 e6 = exits.get("badcfg", "")

@@ -146,6 +146,38 @@ mark stopped
 exits stop
 show stop
 
+# --- 5b. camera missing at start (a USB camera that enumerates late): lookout starts anyway
+# (READY, STATUS saying it waits, watchdog fed), then streams when the camera appears ---
+mark late_unplug
+if rmmod vivid >> $O/late.txt 2>&1; then
+  LATE_HOW=rmmod
+elif [ -n "$VDEV" ] && echo "$VDEV" > /sys/bus/platform/drivers/vivid/unbind 2>> $O/late.txt; then
+  LATE_HOW=unbind
+else
+  LATE_HOW=failed
+fi
+note "LATE_HOW $LATE_HOW"
+ls -l /dev/video* >> $O/late.txt 2>&1
+rm -f /run/lookout-exit
+mark late_start
+systemctl start lookout
+note "LATE_START_RC $?"
+sleep 45
+note "LATE_STATUS $(systemctl show -p StatusText --value lookout | tr ' ' '_')"
+mark late_plug
+show late_waiting
+case $LATE_HOW in
+  rmmod) modprobe vivid $VIVID_OPTS ;;
+  unbind) echo "$VDEV" > /sys/bus/platform/drivers/vivid/bind ;;
+esac
+note "LATE_PLUG_RC $?"
+udevadm settle -t 30 || true
+sleep 60
+mark late_end
+show late_end
+systemctl stop lookout
+exits late
+
 # --- 6. bad configuration: exit 78, no restart loop ---
 rm -f /run/lookout-exit
 sed -i 's/^threshold = 0.35$/threshold = 7.0/' /etc/lookout/lookout.toml
