@@ -19,6 +19,7 @@ pub(super) fn capture_loop(
 ) {
     let mut next_time = crate::stats::Latency::default();
     let mut timeouts = crate::logging::RateLimit::per_minute();
+    let mut last_corrupt = 0;
     loop {
         if stop.load(Ordering::Relaxed) || hub.lock().shutdown {
             break;
@@ -37,7 +38,8 @@ pub(super) fn capture_loop(
         let next = src.next();
         // Damaged frames are skipped inside `next` (whatever it returns): count them now.
         let corrupt = src.stats().corrupt;
-        if corrupt != 0 {
+        if corrupt != last_corrupt {
+            last_corrupt = corrupt;
             hub.lock().source_corrupt = corrupt;
         }
         match next {

@@ -1124,6 +1124,43 @@ mod tests {
     }
 
     #[test]
+    fn a_camera_missing_at_start_is_waited_for_ready_with_the_watchdog_fed() {
+        let (c, opts, clock, mut hub) = (
+            cfg(5),
+            RunOptions::default(),
+            FakeClock::at(100),
+            Shared::default(),
+        );
+        let rec = Recorder::default();
+        let mut t = tracker();
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
+        s.supervisor = Some(&rec);
+        // The capture thread reports each attempt to open the camera that is not there yet.
+        hub.source_reconnecting = Some(clock.now());
+        hub.source_waiting = true;
+        s.while_waiting(&hub);
+        clock.advance(100 * MS);
+        s.while_waiting(&hub);
+        // READY (the service is up: it waits), the status once, pings while attempts come
+        // (the recorder keeps every READY call; the real notifier sends the first only).
+        assert_eq!(
+            rec.take(),
+            [
+                "READY waiting for the camera to appear",
+                "ALIVE",
+                "STATUS waiting for the camera to appear",
+                "READY waiting for the camera to appear",
+                "ALIVE"
+            ]
+        );
+        // The camera appears: frames flow and the status says so.
+        hub.source_reconnecting = None;
+        hub.source_waiting = false;
+        deliver(&mut s, &mut hub, &clock, 0);
+        assert_eq!(rec.take()[0], "STATUS running");
+    }
+
+    #[test]
     fn a_camera_being_reopened_keeps_the_watchdog_fed_while_its_reports_are_fresh() {
         let (c, opts, clock, mut hub) = (
             cfg(5),
