@@ -1,6 +1,7 @@
-//! Frame → tensor and frame → gray for every pixel format with arbitrary sizes (any u32, or
-//! small), data lengths (arbitrary, or exactly the format's length), model input sizes and
-//! tensor buffer lengths: no panic, finite output, the promised sizes.
+//! A V4L2 buffer's padded rows → packed frame data (`pack_rows`, any stride), then frame →
+//! tensor and frame → gray, for every pixel format with arbitrary sizes (any u32, or small),
+//! data lengths (arbitrary, or exactly the format's length), model input sizes and tensor
+//! buffer lengths: no panic, finite output, the promised sizes.
 #![no_main]
 
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use lookout::frame::{Frame, GrayImage, PixelFormat};
 use lookout::preprocess::{self, ResizeMode, Scratch};
+use lookout::source::newest::pack_rows;
 
 /// Reads numbers off the front of the input, zeros once it is used up.
 struct Input<'a>(&'a [u8]);
@@ -64,6 +66,15 @@ fuzz_target!(|data: &[u8]| {
             }
             _ => body.to_vec(),
         };
+        // A V4L2 buffer's rows `stride` bytes apart (any stride, any buffer length): packed
+        // rows of exactly the format's length, or refused.
+        let stride = usize::from(input.u16()) << (input.u8() % 24);
+        let mut packed = Vec::new();
+        if pack_rows(&data, format, width, height, stride, &mut packed).is_some() {
+            if let Some(len) = format.frame_len(width, height) {
+                assert_eq!(packed.len(), len, "packed rows of the wrong length");
+            }
+        }
         let frame = Frame {
             seq,
             captured_at: Duration::from_millis(seq),

@@ -10,7 +10,7 @@
 use std::io;
 use std::time::Duration;
 
-use crate::frame::PixelFormat;
+use crate::frame::{PixelFormat, MAX_FRAME_SIDE};
 
 /// The part of a capture queue that [`take_newest`] needs.
 pub trait BufferQueue {
@@ -82,6 +82,10 @@ pub fn pack_rows(
     dst: &mut Vec<u8>,
 ) -> Option<()> {
     dst.clear();
+    // No camera delivers more; it also keeps every size below from overflowing.
+    if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
+        return None;
+    }
     let (w, h) = (width as usize, height as usize);
     let Some(packed_len) = format.frame_len(width, height) else {
         dst.extend_from_slice(src);
@@ -104,10 +108,10 @@ pub fn pack_rows(
     let mut copy_plane =
         |offset: usize, rows: usize, row_len: usize, pitch: usize| -> Option<usize> {
             for r in 0..rows {
-                let start = offset + r * pitch;
-                dst.extend_from_slice(src.get(start..start + row_len)?);
+                let start = offset.checked_add(r.checked_mul(pitch)?)?;
+                dst.extend_from_slice(src.get(start..start.checked_add(row_len)?)?);
             }
-            Some(offset + rows * pitch)
+            offset.checked_add(rows.checked_mul(pitch)?)
         };
     let after_y = copy_plane(0, h, row_bytes, stride)?;
     match format {
@@ -238,6 +242,15 @@ mod tests {
         let mut dst = Vec::new();
         assert!(pack_rows(&src, PixelFormat::Yu12, 2, 2, 4, &mut dst).is_some());
         assert_eq!(dst, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn absurd_sizes_and_strides_are_none_not_a_panic() {
+        let mut out = Vec::new();
+        let src = [0u8; 64];
+        assert!(pack_rows(&src, PixelFormat::Yuyv, u32::MAX, 2, 8, &mut out).is_none());
+        assert!(pack_rows(&src, PixelFormat::Nv12, 4, 4, usize::MAX, &mut out).is_none());
+        assert!(pack_rows(&src, PixelFormat::Yu12, 4, 4, usize::MAX / 2, &mut out).is_none());
     }
 
     #[test]
