@@ -18,6 +18,7 @@ pub mod fidelity;
 pub mod frame;
 pub mod geom;
 pub mod logging;
+pub mod memory;
 pub mod output;
 pub mod pipeline;
 pub mod preprocess;

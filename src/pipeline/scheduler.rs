@@ -406,6 +406,8 @@ impl<'a> Scheduler<'a> {
             self.count_lost_lines();
             if self.opts.log_events {
                 self.window.report(self.tracker.tracks().count()).log();
+                // The daemon runs for months: what was freed goes back to the kernel.
+                crate::memory::release_free_memory();
             }
             self.total.merge(&self.window);
             self.window = Window::default();
