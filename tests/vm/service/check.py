@@ -271,6 +271,21 @@ else:
          + (f"; {msg(summary[0])}" if summary else ""))
 
 # --- 5b. camera missing at start -------------------------------------------------------------------
+# New this round and not yet run in CI (the session that wrote it could not run the arm64 VM):
+# its findings are printed as LATE-CAMERA WARN lines and do not fail the test until they have
+# been seen to hold once; then set LATE_CAMERA_FATAL = True. The host test
+# tests/faults.rs::a_camera_missing_at_start_is_waited_for_with_the_watchdog_fed is fatal.
+LATE_CAMERA_FATAL = False
+_fail = fail
+
+
+def fail(msg):  # noqa: F811 (scoped override for scenario 5b)
+    if LATE_CAMERA_FATAL:
+        _fail(msg)
+    else:
+        print("[service-e2e] LATE-CAMERA WARN (informational this round):", msg)
+
+
 late_how = notes.get("LATE_HOW")
 if late_how not in ("rmmod", "unbind"):
     fail(f"late camera: could not remove the camera before the start: {read('late.txt').strip()[:300]}")
@@ -296,6 +311,8 @@ else:
         info(f"late camera: {msg(appeared[0])}; {stat_line(after[-1])}")
     if e.get("MainPID") != w.get("MainPID") or e.get("NRestarts") not in ("0", None):
         fail(f"late camera: restarted while waiting (watchdog not fed?): {w} -> {e}")
+
+fail = _fail
 
 # --- 6. bad configuration ---------------------------------------------------------------------------
 s = shows.get("badcfg", {})

@@ -160,7 +160,8 @@ note "LATE_HOW $LATE_HOW"
 ls -l /dev/video* >> $O/late.txt 2>&1
 rm -f /run/lookout-exit
 mark late_start
-systemctl start lookout
+# Bounded: a start that never reports READY must not eat the job's time budget.
+timeout 300 systemctl start lookout
 note "LATE_START_RC $?"
 sleep 45
 note "LATE_STATUS $(systemctl show -p StatusText --value lookout | tr ' ' '_')"
