@@ -9,8 +9,9 @@
 # Every 10 s this samples the process: resident memory (VmRSS), open file descriptors, threads,
 # and the last stats line's fps and frame age (p50, p95), into a CSV. At the end it stops lookout
 # with SIGTERM (a clean stop must follow) and prints the growth from the end of the warm-up to
-# the end: the lowest sample of the first quarter after the warm-up against the lowest of the
-# last quarter (what is in flight at a sample comes and goes; a leak raises the floor). lookout
+# the end along a least-squares line through the samples after the warm-up (resident memory
+# is read every second, the lowest of each 10 s is the sample: what is in flight at one
+# instant comes and goes; a leak tilts the line). lookout
 # runs with the MALLOC_* settings of systemd/lookout.service's Environment=, as deployed.
 # Exit 1 if RSS or the FD count grew more than 1 %, the frame age p95 drifted (last
 # quarter's median > 1.5 × the first quarter's after warm-up, and > 5 ms apart), the thread
@@ -46,10 +47,16 @@ echo "t_s,rss_kb,fds,threads,fps,frame_age_p50_ms,frame_age_p95_ms" > "$CSV"
 t0=$(date +%s)
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 while :; do
-  sleep 10
+  # Resident memory is read every second and the lowest of the 10 readings is recorded: what
+  # is in flight at one instant (a frame, an inference's tensors: a few MB) says nothing.
+  rss=
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 1
+    r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    if [ -n "$r" ] && { [ -z "$rss" ] || [ "$r" -lt "$rss" ]; }; then rss=$r; fi
+  done
   kill -0 "$pid" 2>/dev/null || { echo "soak: lookout exited early:" >&2; tail -5 "$work/lookout.log" >&2; exit 1; }
   t=$(( $(date +%s) - t0 ))
-  rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
   thr=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")
   fds=$(ls "/proc/$pid/fd" | wc -l)
   last=$(grep 'LOOKOUT_EVENT=stats' "$work/lookout.log" | tail -1 || true)
@@ -71,22 +78,28 @@ def f(r, k):
     except ValueError: return None
 q = max(1, len(after) // 4)
 def growth(k):
-    # The floor (lowest sample) of the first quarter after the warm-up against the floor of the
-    # last quarter: buffers in flight at the moment of a sample (a frame, an inference's
-    # tensors: a few MB) come and go, what leaks raises the floor.
-    a = min(f(r, k) for r in after[:q])
-    b = min(f(r, k) for r in after[-q:])
+    # A least-squares line through the samples after the warm-up, from its value at the end of
+    # the warm-up to its value at the end: what is in flight when a sample is taken comes and
+    # goes and averages out; what leaks or piles up tilts the line.
+    ts = [float(r['t_s']) for r in after]
+    vs = [f(r, k) for r in after]
+    n = len(ts)
+    mt, mv = sum(ts) / n, sum(vs) / n
+    var = sum((t - mt) ** 2 for t in ts)
+    slope = sum((t - mt) * (v - mv) for t, v in zip(ts, vs)) / var if var else 0.0
+    a = mv + slope * (ts[0] - mt)
+    b = mv + slope * (ts[-1] - mt)
     return a, b, (100.0 * (b - a) / a if a else 0.0)
 bad = []
-print('soak: %d samples over %s s; growth from %s s (end of warm-up) to the end, lowest sample of the first quarter -> of the last quarter (%d samples each):' % (len(rows), rows[-1]['t_s'], after[0]['t_s'], q))
+print('soak: %d samples over %s s; growth from %s s (end of warm-up) to the end, along a least-squares line through the %d samples after it:' % (len(rows), rows[-1]['t_s'], after[0]['t_s'], len(after)))
 for k, unit in (('rss_kb', 'kB'), ('fds', ''), ('threads', '')):
     a, b, g = growth(k)
-    hi = max(f(r, k) for r in after)
-    print('  %-8s %10.0f -> %10.0f %s (%+.2f %%; highest sample %.0f)' % (k, a, b, unit, g, hi))
+    lo, hi = min(f(r, k) for r in after), max(f(r, k) for r in after)
+    print('  %-8s %10.0f -> %10.0f %s (%+.2f %%; samples %.0f..%.0f)' % (k, a, b, unit, g, lo, hi))
     if k != 'threads' and g > 1.0:
         bad.append('%s grew %.2f %%' % (k, g))
-    if k == 'threads' and (a != b or hi != a):
-        bad.append('thread count changed %d -> %d (highest %d)' % (a, b, hi))
+    if k == 'threads' and lo != hi:
+        bad.append('thread count changed (%d..%d)' % (lo, hi))
 p95 = [f(r, 'frame_age_p95_ms') for r in after]
 p95 = [x for x in p95 if x is not None]
 if len(p95) >= 2 * q:
