@@ -10,7 +10,7 @@
 # and the last stats line's fps and frame age (p50, p95), into a CSV. At the end it stops lookout
 # with SIGTERM (a clean stop must follow) and prints the growth from the end of the warm-up to
 # the end along a least-squares line through the samples after the warm-up (resident memory
-# is read every second, the lowest of each 10 s is the sample: what is in flight at one
+# is read every half second, the lowest of each 10 s is the sample: what is in flight at one
 # instant comes and goes; a leak tilts the line). lookout
 # runs with the MALLOC_* settings of systemd/lookout.service's Environment=, as deployed.
 # Exit 1 if RSS or the FD count grew more than 1 %, the frame age p95 drifted (last
@@ -47,11 +47,11 @@ echo "t_s,rss_kb,fds,threads,fps,frame_age_p50_ms,frame_age_p95_ms" > "$CSV"
 t0=$(date +%s)
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 while :; do
-  # Resident memory is read every second and the lowest of the 10 readings is recorded: what
-  # is in flight at one instant (a frame, an inference's tensors: a few MB) says nothing.
+  # Resident memory is read every half second and the lowest of the 20 readings is recorded:
+  # what is in flight at one instant (a frame, an inference's tensors: a few MB) says nothing.
   rss=
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
-    sleep 1
+  for _ in $(seq 1 20); do
+    sleep 0.5
     r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
     if [ -n "$r" ] && { [ -z "$rss" ] || [ "$r" -lt "$rss" ]; }; then rss=$r; fi
   done
