@@ -62,7 +62,7 @@ fn read_entries(
             .collect()
     } else {
         // stderr form: "lookout info: message KEY=value KEY=value"
-        std::fs::read_to_string(&err_path)
+        std::fs::read_to_string(err_path)
             .unwrap()
             .lines()
             .filter(|l| l.contains("LOOKOUT_EVENT="))
