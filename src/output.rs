@@ -202,10 +202,20 @@ impl TracksWriter {
             source,
         })?;
         let rotatable = file.metadata().is_ok_and(|m| m.is_file());
-        Ok(TracksWriter {
+        Ok(TracksWriter::with_file(
+            path,
+            max_bytes,
+            Some(file),
+            rotatable,
+        ))
+    }
+
+    /// A writer on `file` (`None`: not open; every line retries opening it).
+    fn with_file(path: &Path, max_bytes: u64, file: Option<File>, rotatable: bool) -> TracksWriter {
+        TracksWriter {
             path: path.into(),
             max_bytes,
-            file: Some(file),
+            file,
             rotatable,
             written: 0,
             buf: Vec::with_capacity(BUFFER),
@@ -215,7 +225,7 @@ impl TracksWriter {
             warnings: RateLimit::per_minute(),
             recoveries: RateLimit::per_minute(),
             line: Vec::new(),
-        })
+        }
     }
 
     /// As [`TracksWriter::create`], but a file that cannot be created now (a read-only or
@@ -226,20 +236,7 @@ impl TracksWriter {
         match TracksWriter::create(path, max_bytes) {
             Ok(w) => w,
             Err(e) => {
-                let mut w = TracksWriter {
-                    path: path.into(),
-                    max_bytes,
-                    file: None,
-                    rotatable: true,
-                    written: 0,
-                    buf: Vec::with_capacity(BUFFER),
-                    buf_lines: 0,
-                    lost: 0,
-                    failing: None,
-                    warnings: RateLimit::per_minute(),
-                    recoveries: RateLimit::per_minute(),
-                    line: Vec::new(),
-                };
+                let mut w = TracksWriter::with_file(path, max_bytes, None, true);
                 w.fail(e.source, 0);
                 w
             }

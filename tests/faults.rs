@@ -27,21 +27,9 @@ fn config(dir: &Path, fps: u32, looped: bool) -> PathBuf {
 
 /// Starts `lookout run --config CFG ARGS…` with stderr to a file.
 fn start(dir: &Path, cfg: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, PathBuf) {
-    let err_path = dir.join("stderr.txt");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lookout"));
-    cmd.args(["run", "--config"])
-        .arg(cfg)
-        .args(args)
-        .env_remove("JOURNAL_STREAM")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("LOOKOUT_TEST_PANIC")
-        .env("LOOKOUT_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    (cmd.spawn().unwrap(), err_path)
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    start_wrapped(dir, &[], cfg, &args, &env)
 }
 
 /// Waits for the child until `deadline` has passed (then kills it and returns `None`).
@@ -450,7 +438,7 @@ fn a_spec_that_can_never_be_a_camera_stays_a_configuration_error() {
 }
 
 /// Starts `WRAPPER… lookout run --config CFG ARGS…` (a wrapper such as `unshare -rm sh -c …`
-/// that ends by exec'ing its arguments) with stderr to a file.
+/// that ends by exec'ing its arguments; none: lookout itself) with stderr to a file.
 fn start_wrapped(
     dir: &Path,
     wrapper: &[String],
@@ -459,10 +447,12 @@ fn start_wrapped(
     env: &[(&str, String)],
 ) -> (Child, PathBuf) {
     let err_path = dir.join("stderr.txt");
-    let mut cmd = Command::new(&wrapper[0]);
-    cmd.args(&wrapper[1..])
-        .arg(env!("CARGO_BIN_EXE_lookout"))
-        .args(["run", "--config"])
+    let lookout = env!("CARGO_BIN_EXE_lookout").to_string();
+    let mut cmd = Command::new(wrapper.first().unwrap_or(&lookout));
+    if !wrapper.is_empty() {
+        cmd.args(&wrapper[1..]).arg(&lookout);
+    }
+    cmd.args(["run", "--config"])
         .arg(cfg)
         .args(args)
         .env_remove("JOURNAL_STREAM")
