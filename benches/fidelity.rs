@@ -42,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         schedule: None,
         realtime: false,
         model: None,
+        precision: None,
         tracks_out: None,
         threads: None,
         inference_only: None,

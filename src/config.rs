@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::{labels, DetectorConfig, ModelSource};
+use crate::detect::{labels, DetectorConfig, ModelSource, Precision};
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
 use crate::schedule::ScheduleKind;
@@ -84,8 +84,11 @@ impl Default for SourceConfig {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
-    /// ONNX file; empty = the INT8 NanoDet-g 416 built into the binary.
+    /// ONNX file; empty = a NanoDet-g 416 built into the binary, chosen by `precision`.
     pub file: String,
+    /// Which built-in model runs when `file` is empty: `auto` (INT8 where the CPU has 8-bit
+    /// dot-product instructions, else FP32), `int8` or `fp32`.
+    pub precision: Precision,
     /// Input `[width, height]` (multiples of 32); empty = what the model file declares.
     pub input_size: Vec<u32>,
     /// Minimum score of a detection, 0..1.
@@ -104,6 +107,7 @@ impl Default for ModelConfig {
     fn default() -> Self {
         ModelConfig {
             file: String::new(),
+            precision: Precision::Auto,
             input_size: Vec::new(),
             threshold: crate::detect::DEFAULT_SCORE_THRESHOLD,
             iou_threshold: crate::detect::DEFAULT_IOU_THRESHOLD,
@@ -412,6 +416,16 @@ impl Config {
     fn check_model(&self, p: &mut Vec<Problem>) {
         let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
         let m = &self.model;
+        if !m.file.is_empty() && m.precision != Precision::Auto {
+            bad(
+                "model.precision",
+                format!(
+                    "chooses among the built-in models; with model.file set ({}) the file decides: \
+                     remove model.precision or model.file",
+                    m.file
+                ),
+            );
+        }
         match m.input_size.as_slice() {
             [] => {}
             [w, h]
@@ -522,7 +536,7 @@ impl Config {
         let m = &self.model;
         DetectorConfig {
             model: if m.file.is_empty() {
-                ModelSource::Embedded
+                ModelSource::embedded(m.precision)
             } else {
                 ModelSource::File(PathBuf::from(&m.file))
             },

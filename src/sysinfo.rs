@@ -69,8 +69,11 @@ impl SystemInfo {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = parse_cpuinfo(&cpuinfo);
         let arch = std::env::consts::ARCH.to_string();
-        let (cpu_features, dotprod, matmul_kernel) =
-            kernel_facts(&arch, &cpu.flags, cpu.part.as_deref());
+        let KernelFacts {
+            features: cpu_features,
+            dotprod,
+            matmul_kernel,
+        } = kernel_facts_for(&arch, &cpu.flags, cpu.part.as_deref());
         SystemInfo {
             board: read_trimmed("/proc/device-tree/model"),
             cpu_model: cpu.model,
@@ -167,9 +170,28 @@ pub fn parse_cpuinfo(text: &str) -> CpuInfo {
     CpuInfo { model, part, flags }
 }
 
+/// The CPU as tract-linalg sees it (see [`kernel_facts_for`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelFacts {
+    /// The CPU features relevant to tract (subset of the flags).
+    pub features: Vec<String>,
+    /// 8-bit dot-product instructions: `asimddp` on aarch64, `avx512_vnni`/`avx_vnni` on x86.
+    pub dotprod: bool,
+    /// The matrix-product kernels tract-linalg selects for these features.
+    pub matmul_kernel: String,
+}
+
+/// [`kernel_facts_for`] this machine (`/proc/cpuinfo`, this binary's architecture).
+pub fn cpu_kernel_facts() -> KernelFacts {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = parse_cpuinfo(&cpuinfo);
+    kernel_facts_for(std::env::consts::ARCH, &cpu.flags, cpu.part.as_deref())
+}
+
 /// The CPU features relevant to tract, whether 8-bit dot products exist, and the kernel family
-/// tract-linalg picks (from its x86_64 / arm64 / arm32 selection rules).
-fn kernel_facts(arch: &str, flags: &[String], part: Option<&str>) -> (Vec<String>, bool, String) {
+/// tract-linalg picks (from its x86_64 / arm64 / arm32 selection rules), for a CPU of `arch`
+/// with these `/proc/cpuinfo` flags and ARM `CPU part`.
+pub fn kernel_facts_for(arch: &str, flags: &[String], part: Option<&str>) -> KernelFacts {
     let has = |f: &str| flags.iter().any(|x| x == f);
     let wanted: &[&str] = match arch {
         "x86_64" => &[
@@ -244,7 +266,11 @@ fn kernel_facts(arch: &str, flags: &[String], part: Option<&str>) -> (Vec<String
         ),
         other => (false, format!("generic ({other})")),
     };
-    (features, dotprod, kernel)
+    KernelFacts {
+        features,
+        dotprod,
+        matmul_kernel: kernel,
+    }
 }
 
 /// `PRETTY_NAME` from `/etc/os-release` text, unquoted.
@@ -523,16 +549,20 @@ mod tests {
         assert_eq!(c.model, "Cortex-A72 (CPU part 0xd08)");
         assert_eq!(c.part.as_deref(), Some("0xd08"));
         assert!(c.flags.contains(&"asimd".to_string()));
-        let (f, dp, k) = kernel_facts("aarch64", &c.flags, c.part.as_deref());
+        let KernelFacts {
+            features: f,
+            dotprod: dp,
+            matmul_kernel: k,
+        } = kernel_facts_for("aarch64", &c.flags, c.part.as_deref());
         assert_eq!(f, vec!["asimd".to_string()]);
         assert!(!dp);
         assert!(k.contains("SMLAL"), "{k}");
-        let (_, dp, k) = kernel_facts(
-            "aarch64",
-            &["asimd".into(), "asimddp".into()],
-            Some("0xd0b"),
+        let k = kernel_facts_for("aarch64", &["asimd".into(), "asimddp".into()], Some("0xd0b"));
+        assert!(
+            k.dotprod && k.matmul_kernel.contains("SDOT"),
+            "{}",
+            k.matmul_kernel
         );
-        assert!(dp && k.contains("SDOT"), "{k}");
     }
 
     #[test]
@@ -540,7 +570,11 @@ mod tests {
         let t = "model name\t: Intel(R) Xeon(R)\nflags\t\t: fpu fma avx2 avx512f avx512_vnni\n";
         let c = parse_cpuinfo(t);
         assert_eq!(c.model, "Intel(R) Xeon(R)");
-        let (f, dp, k) = kernel_facts("x86_64", &c.flags, None);
+        let KernelFacts {
+            features: f,
+            dotprod: dp,
+            matmul_kernel: k,
+        } = kernel_facts_for("x86_64", &c.flags, None);
         assert_eq!(f, vec!["fma", "avx2", "avx512f", "avx512_vnni"]);
         assert!(dp && k.contains("VNNI"), "{k}");
     }

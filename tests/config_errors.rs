@@ -66,6 +66,7 @@ const CASES: &[Case] = &[
     case("loop as an integer", "[source]\nloop = 1\n", "source.loop", Some(2), "invalid type"),
     case("threshold as a word", "[model]\nthreshold = \"high\"\n", "model.threshold", Some(2), "invalid type"),
     case("input_size as one number", "[model]\ninput_size = 416\n", "model.input_size", Some(2), "invalid type"),
+    case("precision not a known one", "[model]\nprecision = \"int4\"\n", "model.precision", Some(2), "fp32"),
     case("resize not a known mode", "[model]\nresize = \"crop\"\n", "model.resize", Some(2), "letterbox"),
     case("pin_threads as a string", "[pipeline]\npin_threads = \"yes\"\n", "pipeline.pin_threads", Some(2), "invalid type"),
     case("confirm_hits fractional", "[tracker]\nconfirm_hits = 2.5\n", "tracker.confirm_hits", Some(2), "invalid type"),
@@ -113,6 +114,7 @@ const CASES: &[Case] = &[
     case("missing model file", "[model]\nfile = \"{tmp}/no-such-model.onnx\"\n", "model.file", Some(2), "no-such-model.onnx"),
     case("model file is a photo, not ONNX", "[model]\nfile = \"{data}/astronaut.jpg\"\n", "model.file", Some(2), "not a valid ONNX model"),
     case("model is ONNX but not a NanoDet", "[model]\nfile = \"{data}/not-nanodet.onnx\"\n", "model.file", Some(2), "not-nanodet.onnx"),
+    case("precision beside a model file", "[model]\nfile = \"{tmp}/no-such-model.onnx\"\nprecision = \"fp32\"\n", "model.precision", Some(3), "the file decides"),
     case("model file is a directory", "[model]\nfile = \"{tmp}\"\n", "model.file", Some(2), "directory"),
     case("tracks file in a missing directory", "[output]\ntracks_file = \"{tmp}/no-such-dir/tracks.jsonl\"\n", "output.tracks_file", Some(2), "existing directory"),
 ];

@@ -55,17 +55,15 @@ fn json_box(d: &serde_json::Value) -> BBox {
 }
 
 #[test]
-fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
+fn cli_json_finds_person_cat_and_cup_with_both_built_in_models() {
     // Letterbox (the default): what the FP32 model itself sees — person, cat, and on coffee
     // the dining table (FP32 0.53; its cup scores 0.27 there). Stretch shows the cup.
-    let fp32_model = repo("models/nanodet-g-416-fp32.onnx");
-    let fp32_arg = fp32_model.to_str().unwrap();
     for (extra, wants) in [
         (&[][..], ["person", "cat", "dining table"]),
         (&["--stretch"][..], ["person", "", "cup"]),
     ] {
-        let int8 = detect_json(extra);
-        let fp32 = detect_json(&[extra, &["--model", fp32_arg]].concat());
+        let int8 = detect_json(&[extra, &["--precision", "int8"]].concat());
+        let fp32 = detect_json(&[extra, &["--precision", "fp32"]].concat());
         for (((img, _), want), (v, f)) in PHOTOS.iter().zip(wants).zip(int8.iter().zip(&fp32)) {
             if want.is_empty() {
                 continue;
@@ -116,6 +114,63 @@ fn cli_json_finds_person_cat_and_cup_with_the_default_int8_model() {
             );
         }
     }
+}
+
+/// The model load line of `lookout detect` with these arguments on the astronaut photo.
+fn load_line(extra: &[&str]) -> String {
+    let out = lookout()
+        .arg("detect")
+        .args(extra)
+        .arg(repo("tests/data/astronaut.jpg"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{extra:?}: {err}");
+    err.lines()
+        .find(|l| l.contains(" loaded: "))
+        .unwrap_or_else(|| panic!("{extra:?}: no load line in {err}"))
+        .to_string()
+}
+
+#[test]
+fn the_built_in_model_is_chosen_per_cpu_and_the_load_line_says_why() {
+    let auto = load_line(&[]);
+    let dotprod = lookout::detect::embedded::CpuFacts::of_this_cpu().dotprod;
+    let (file, datum) = if dotprod {
+        ("int8", "int8")
+    } else {
+        ("fp32", "f32")
+    };
+    assert!(
+        auto.contains(&format!("embedded:nanodet-g-416-{file}.onnx"))
+            && auto.contains(&format!(", {datum}, "))
+            && auto.contains("chosen for this CPU")
+            && auto.contains("dot-product"),
+        "{auto}"
+    );
+    let int8 = load_line(&["--precision", "int8"]);
+    assert!(
+        int8.contains("embedded:nanodet-g-416-int8.onnx")
+            && int8.contains(", int8, ")
+            && int8.contains("model.precision = \"int8\""),
+        "{int8}"
+    );
+    let fp32 = load_line(&["--precision", "fp32"]);
+    assert!(
+        fp32.contains("embedded:nanodet-g-416-fp32.onnx") && fp32.contains(", f32, "),
+        "{fp32}"
+    );
+    // A file says nothing about a choice; a file and a precision together are refused.
+    let file = load_line(&["--model", repo("models/nanodet-g-320-int8.onnx").to_str().unwrap()]);
+    assert!(!file.contains("chosen"), "{file}");
+    let both = lookout()
+        .args(["detect", "--precision", "int8", "--model"])
+        .arg(repo("models/nanodet-g-320-int8.onnx"))
+        .arg(repo("tests/data/astronaut.jpg"))
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(64), "a usage error");
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--precision"));
 }
 
 #[test]

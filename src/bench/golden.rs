@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::report::{CheckStatus, ImageCheck, ModelCheck, SelfCheck};
-use super::{EMBEDDED_MODEL_FILE, GOLDEN_ENV};
+use super::GOLDEN_ENV;
 use crate::detect::{self, Detection, Detector, DetectorConfig, ModelInfo, RawOutputs};
 use crate::geom::{BBox, Mapping, ResizeMode};
 use crate::preprocess;
@@ -98,7 +98,7 @@ impl SelfCheck {
 /// The name of a model in `detections.json`: the embedded model's file name, or the file name.
 pub fn golden_key(info: &ModelInfo) -> String {
     match info.name.strip_prefix("embedded:") {
-        Some(_) => EMBEDDED_MODEL_FILE.to_string(),
+        Some(file) => file.to_string(),
         None => Path::new(&info.name)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::config::{Config, ConfigErrors};
-use crate::detect::{Detector, ModelSource};
+use crate::detect::{Detector, ModelSource, Precision};
 use crate::fidelity::replay;
 use crate::pipeline::{self, Parts, PipelineError, Reconcile, RunOptions};
 use crate::schedule::ScheduleKind;
@@ -72,8 +72,6 @@ pub const DEFAULT_SWEEP_SECONDS: f64 = 8.0;
 pub const DETECT_EVERY_SWEEP: [u32; 5] = [1, 2, 3, 5, 10];
 /// Environment variable naming a golden directory to use instead of the shipped one.
 pub const GOLDEN_ENV: &str = "LOOKOUT_GOLDEN_DIR";
-/// The file the embedded model is known as in `golden/detections.json`.
-pub const EMBEDDED_MODEL_FILE: &str = "nanodet-g-416-int8.onnx";
 
 impl fmt::Display for Limit {
     /// `40 frames` or `8 s`.
@@ -120,6 +118,8 @@ pub struct BenchSettings {
     pub realtime: bool,
     /// `model.file` override.
     pub model: Option<PathBuf>,
+    /// `model.precision` override (the built-in model to run).
+    pub precision: Option<Precision>,
     /// Tracks file (as `lookout run --tracks-out`).
     pub tracks_out: Option<PathBuf>,
     /// `model.threads` override.
@@ -204,6 +204,7 @@ fn rows_for(base: &Config, sweep: Option<Sweep>) -> Result<Vec<Row>, BenchError>
                         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
                     row(format!("model={name}"), &|c| {
                         c.model.file = p.display().to_string();
+                        c.model.precision = Precision::Auto;
                         c.model.input_size.clear();
                     })
                 })
@@ -230,6 +231,11 @@ pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
     }
     if let Some(m) = &s.model {
         cfg.model.file = m.display().to_string();
+        cfg.model.precision = Precision::Auto;
+    }
+    if let Some(p) = s.precision {
+        cfg.model.file.clear();
+        cfg.model.precision = p;
     }
     if let Some(t) = s.threads {
         cfg.model.threads = t;
@@ -554,7 +560,7 @@ fn effective_settings(
         sweep: s.sweep,
         detect_every: base.pipeline.detect_every,
         model: if base.model.file.is_empty() {
-            ModelSource::Embedded.display_name()
+            ModelSource::embedded(base.model.precision).display_name()
         } else {
             base.model.file.clone()
         },

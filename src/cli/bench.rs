@@ -16,6 +16,7 @@ use clap::Args;
 use crate::bench::{
     self, BenchError, BenchReport, BenchSettings, CheckStatus, Limit, Progress, Sweep,
 };
+use crate::detect::Precision;
 use crate::pipeline::CoreMap;
 use crate::schedule::ScheduleKind;
 
@@ -76,6 +77,10 @@ pub struct BenchArgs {
     /// ONNX model file (overrides `model.file`).
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
+    /// The built-in model to run (overrides `model.precision` and `model.file`): `auto` picks
+    /// INT8 where the CPU has 8-bit dot-product instructions, FP32 elsewhere.
+    #[arg(long, value_enum, value_name = "P", conflicts_with = "model")]
+    pub precision: Option<Precision>,
     /// Write one JSON line per processed frame (tracks) to FILE, as `lookout run` does. It
     /// records one run: not with --sweep.
     #[arg(long, value_name = "FILE", conflicts_with = "sweep")]
@@ -133,6 +138,7 @@ impl BenchArgs {
             schedule: self.schedule,
             realtime: self.realtime,
             model: self.model.clone(),
+            precision: self.precision,
             tracks_out: self.tracks_out.clone(),
             threads: self.threads,
             inference_only: self.inference_only,

@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::cli::exit::Failure;
-use crate::detect::{self, Detector, DetectorConfig, ModelSource};
+use crate::detect::{self, Detector, DetectorConfig, ModelSource, Precision};
 use crate::geom::ResizeMode;
 use crate::output::DetectionOut;
 
@@ -16,9 +16,13 @@ pub struct DetectArgs {
     /// JPEG or PNG files to look at.
     #[arg(required = true, value_name = "IMAGE")]
     pub images: Vec<PathBuf>,
-    /// ONNX model file (default: the INT8 NanoDet-g 416 built into lookout).
+    /// ONNX model file (default: a NanoDet-g 416 built into lookout, see --precision).
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
+    /// The built-in model to run: `auto` (INT8 where the CPU has 8-bit dot-product
+    /// instructions, FP32 elsewhere), `int8` or `fp32`.
+    #[arg(long, value_enum, value_name = "P", default_value = "auto", conflicts_with = "model")]
+    pub precision: Precision,
     /// Minimum score to report, 0..1.
     #[arg(long, value_name = "X", default_value_t = crate::detect::DEFAULT_SCORE_THRESHOLD,
           value_parser = unit_interval)]
@@ -75,7 +79,7 @@ pub fn run(args: &DetectArgs) -> Result<(), Failure> {
         model: args
             .model
             .clone()
-            .map_or(ModelSource::Embedded, ModelSource::File),
+            .map_or_else(|| ModelSource::embedded(args.precision), ModelSource::File),
         score_threshold: args.threshold,
         threads: args.threads,
         resize: if args.stretch {

@@ -3,6 +3,7 @@
 
 pub mod ceiling;
 pub mod decode;
+pub mod embedded;
 pub mod labels;
 pub mod nms;
 
@@ -19,26 +20,37 @@ pub use nms::{nms, BBox, Detection};
 
 use crate::preprocess::{self, Mapping, ResizeMode};
 
-/// The default model, compiled into the binary so `lookout` works with no files around it.
-pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../models/nanodet-g-416-int8.onnx");
-/// The name the embedded model is reported under.
-pub const EMBEDDED_MODEL_NAME: &str = "embedded:nanodet-g-416-int8.onnx";
+pub use embedded::{Choice, Embedded, Precision};
 
 /// Where the model comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ModelSource {
-    /// The INT8 model compiled into the binary.
-    Embedded,
+    /// One of the models compiled into the binary (so `lookout` works with no files around
+    /// it), and why it was chosen.
+    Embedded(Choice),
     /// An ONNX file.
     File(PathBuf),
 }
 
 impl ModelSource {
-    /// A human-readable name: the path, or `embedded:…`.
+    /// The embedded model `precision` asks for on this CPU (see [`embedded::choose`]).
+    pub fn embedded(precision: Precision) -> ModelSource {
+        ModelSource::Embedded(embedded::choose_for_this_cpu(precision))
+    }
+
+    /// A human-readable name: the path, or `embedded:<file name>`.
     pub fn display_name(&self) -> String {
         match self {
-            ModelSource::Embedded => EMBEDDED_MODEL_NAME.to_string(),
+            ModelSource::Embedded(c) => format!("embedded:{}", c.model.file_name()),
             ModelSource::File(p) => p.display().to_string(),
+        }
+    }
+
+    /// Why this embedded model runs (`None` for a file).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            ModelSource::Embedded(c) => Some(&c.reason),
+            ModelSource::File(_) => None,
         }
     }
 }
@@ -73,7 +85,7 @@ pub const DEFAULT_MAX_DETECTIONS: usize = 100;
 impl Default for DetectorConfig {
     fn default() -> Self {
         DetectorConfig {
-            model: ModelSource::Embedded,
+            model: ModelSource::embedded(Precision::Auto),
             input_size: None,
             threads: 1,
             score_threshold: DEFAULT_SCORE_THRESHOLD,
@@ -177,7 +189,7 @@ pub const MIN_SCORE_CEILING: f32 = 0.99;
 /// Reads the model's bytes (the embedded model or a file).
 fn model_bytes(model: &ModelSource) -> Result<std::borrow::Cow<'static, [u8]>, DetectError> {
     Ok(match model {
-        ModelSource::Embedded => EMBEDDED_MODEL.into(),
+        ModelSource::Embedded(c) => c.model.bytes().into(),
         ModelSource::File(p) => std::fs::read(p)
             .map_err(|source| DetectError::Read {
                 model: model.display_name(),
@@ -429,13 +441,17 @@ impl Detector {
             load_time: t0.elapsed(),
         };
         log::info!(
-            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms",
+            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms{}",
             info.name,
             info.input_w,
             info.input_h,
             info.datum,
             info.threads,
-            info.load_time.as_secs_f64() * 1e3
+            info.load_time.as_secs_f64() * 1e3,
+            cfg.model
+                .reason()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
         );
         for c in &capped {
             log::warn!(
