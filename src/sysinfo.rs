@@ -557,7 +557,11 @@ mod tests {
         assert_eq!(f, vec!["asimd".to_string()]);
         assert!(!dp);
         assert!(k.contains("SMLAL"), "{k}");
-        let k = kernel_facts_for("aarch64", &["asimd".into(), "asimddp".into()], Some("0xd0b"));
+        let k = kernel_facts_for(
+            "aarch64",
+            &["asimd".into(), "asimddp".into()],
+            Some("0xd0b"),
+        );
         assert!(
             k.dotprod && k.matmul_kernel.contains("SDOT"),
             "{}",

@@ -161,7 +161,10 @@ fn the_built_in_model_is_chosen_per_cpu_and_the_load_line_says_why() {
         "{fp32}"
     );
     // A file says nothing about a choice; a file and a precision together are refused.
-    let file = load_line(&["--model", repo("models/nanodet-g-320-int8.onnx").to_str().unwrap()]);
+    let file = load_line(&[
+        "--model",
+        repo("models/nanodet-g-320-int8.onnx").to_str().unwrap(),
+    ]);
     assert!(!file.contains("chosen"), "{file}");
     let both = lookout()
         .args(["detect", "--precision", "int8", "--model"])

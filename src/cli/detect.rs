@@ -21,7 +21,13 @@ pub struct DetectArgs {
     pub model: Option<PathBuf>,
     /// The built-in model to run: `auto` (INT8 where the CPU has 8-bit dot-product
     /// instructions, FP32 elsewhere), `int8` or `fp32`.
-    #[arg(long, value_enum, value_name = "P", default_value = "auto", conflicts_with = "model")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "P",
+        default_value = "auto",
+        conflicts_with = "model"
+    )]
     pub precision: Precision,
     /// Minimum score to report, 0..1.
     #[arg(long, value_name = "X", default_value_t = crate::detect::DEFAULT_SCORE_THRESHOLD,

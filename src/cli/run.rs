@@ -36,7 +36,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     match &args.config {
         None => log::info!(
             LOOKOUT_EVENT = "config";
-            "no configuration given: built-in defaults, bundled demo clip (640x480, 10 fps, 200 frames) with the embedded INT8 model; use --config FILE for a camera"
+            "no configuration given: built-in defaults, bundled demo clip (640x480, 10 fps, 200 frames) with the built-in model for this CPU; use --config FILE for a camera"
         ),
         Some(p) => log::info!(LOOKOUT_EVENT = "config"; "configuration {}", p.display()),
     }

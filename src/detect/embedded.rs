@@ -171,7 +171,11 @@ mod tests {
             assert!(c.reason.contains("SMLAL"), "{}", c.reason);
         }
         // 32-bit OS, even on a Pi 5: tract's armv7 kernels have no dot product.
-        let armv7 = cpu("arm", "half thumb fastmult vfp neon vfpv4 idiva", Some("0xd0b"));
+        let armv7 = cpu(
+            "arm",
+            "half thumb fastmult vfp neon vfpv4 idiva",
+            Some("0xd0b"),
+        );
         assert_eq!(choose(Precision::Auto, &armv7).model, Embedded::Fp32);
         // x86: AVX2 only → FP32; AVX-512 VNNI or AVX-VNNI → INT8.
         let avx2 = cpu("x86_64", "sse2 fma avx2", None);
