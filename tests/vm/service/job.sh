@@ -115,22 +115,31 @@ cp /tmp/good.toml /etc/lookout/lookout.toml
 VDEV=$(ls -d /sys/bus/platform/drivers/vivid/vivid* 2>/dev/null | head -1)
 VDEV=${VDEV##*/}
 note "VIVID_DEVICE ${VDEV:-none}"
+# unplug LOG: removes the camera (rmmod, else unbind), prints how (rmmod|unbind|failed).
+unplug() {
+  if rmmod vivid >> "$1" 2>&1; then
+    echo rmmod
+  elif [ -n "$VDEV" ] && echo "$VDEV" > /sys/bus/platform/drivers/vivid/unbind 2>> "$1"; then
+    echo unbind
+  else
+    echo failed
+  fi
+}
+# plug HOW: brings the camera back the way unplug removed it.
+plug() {
+  case $1 in
+    rmmod) modprobe vivid $VIVID_OPTS ;;
+    unbind) echo "$VDEV" > /sys/bus/platform/drivers/vivid/bind ;;
+  esac
+}
 mark rmmod
-if rmmod vivid > $O/rmmod.txt 2>&1; then
-  HOW=rmmod
-elif [ -n "$VDEV" ] && echo "$VDEV" > /sys/bus/platform/drivers/vivid/unbind 2>> $O/rmmod.txt; then
-  HOW=unbind
-else
-  HOW=failed
-fi
+: > $O/rmmod.txt
+HOW=$(unplug $O/rmmod.txt)
 note "LOSS_HOW $HOW"
 ls -l /dev/video* >> $O/rmmod.txt 2>&1
 sleep 10
 mark modprobe
-case $HOW in
-  rmmod) modprobe vivid $VIVID_OPTS ;;
-  unbind) echo "$VDEV" > /sys/bus/platform/drivers/vivid/bind ;;
-esac
+plug $HOW
 note "PLUG_RC $?"
 udevadm settle -t 30 || true
 ls -l /dev/video* >> $O/rmmod.txt 2>&1
@@ -149,13 +158,7 @@ show stop
 # --- 5b. camera missing at start (a USB camera that enumerates late): lookout starts anyway
 # (READY, STATUS saying it waits, watchdog fed), then streams when the camera appears ---
 mark late_unplug
-if rmmod vivid >> $O/late.txt 2>&1; then
-  LATE_HOW=rmmod
-elif [ -n "$VDEV" ] && echo "$VDEV" > /sys/bus/platform/drivers/vivid/unbind 2>> $O/late.txt; then
-  LATE_HOW=unbind
-else
-  LATE_HOW=failed
-fi
+LATE_HOW=$(unplug $O/late.txt)
 note "LATE_HOW $LATE_HOW"
 ls -l /dev/video* >> $O/late.txt 2>&1
 rm -f /run/lookout-exit
@@ -167,10 +170,7 @@ sleep 45
 note "LATE_STATUS $(systemctl show -p StatusText --value lookout | tr ' ' '_')"
 mark late_plug
 show late_waiting
-case $LATE_HOW in
-  rmmod) modprobe vivid $VIVID_OPTS ;;
-  unbind) echo "$VDEV" > /sys/bus/platform/drivers/vivid/bind ;;
-esac
+plug $LATE_HOW
 note "LATE_PLUG_RC $?"
 udevadm settle -t 30 || true
 sleep 60
