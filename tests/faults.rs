@@ -616,7 +616,12 @@ fn tracks_file_outage(break_it: &str, fix_it: &str, os_error: &str) {
         l.contains("LOOKOUT_EVENT=tracks_file_resumed")
     });
     assert!(ok, "writing did not resume:\n{err}");
-    assert!(ctl.join("fixed").exists());
+    // The helper marks the fix done after it (lookout may notice the space first).
+    let t0 = Instant::now();
+    while !ctl.join("fixed").exists() {
+        assert!(t0.elapsed() < long, "the fix never finished");
+        std::thread::sleep(Duration::from_millis(50)); // polling interval
+    }
     // Lines are written again: the file (seen inside the child's namespace) grows.
     let inside = PathBuf::from(format!("/proc/{}/root{tracks}", child.id()));
     if let Ok(first) = std::fs::metadata(&inside).map(|m| m.len()) {

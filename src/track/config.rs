@@ -26,8 +26,9 @@ pub struct TrackerConfig {
     /// Scales with the detection interval by construction: it counts rounds, not frames.
     /// A tentative track ends at its second miss in a row.
     pub max_misses: u32,
-    /// Frames a track may go without any matched detection before it ends, whatever the
-    /// detector is doing (caps coasting when detections are slow or stalled).
+    /// Frames a track may go without any matched detection before it ends (caps coasting when
+    /// detections are stalled); stretched to 1.5 detection cycles when the detector is slower
+    /// than that (see [`super::cadence`]).
     pub max_age_frames: u32,
     /// Consecutive frames the visual update may fail before the track ends.
     pub max_visual_failures: u32,

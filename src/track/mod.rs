@@ -25,6 +25,7 @@
 //! visual update.
 
 pub mod assoc;
+pub mod cadence;
 pub mod config;
 pub mod motion;
 pub mod visual;
@@ -35,6 +36,7 @@ use crate::detect::Detection;
 use crate::frame::GrayImage;
 use crate::geom::BBox;
 use assoc::{Candidate, History};
+use cadence::Cadence;
 use motion::{BoxKalman, KalmanParams};
 use visual::{MedianFlow, Pyramid};
 
@@ -207,6 +209,8 @@ pub struct Tracker {
     output: Vec<Track>,
     events: Vec<TrackEvent>,
     next_id: u64,
+    /// How often and how late detections arrive (stretches `max_age_frames` on slow boards).
+    cadence: Cadence,
 }
 
 impl Tracker {
@@ -230,6 +234,7 @@ impl Tracker {
             output: Vec::new(),
             events: Vec::new(),
             next_id: 1,
+            cadence: Cadence::default(),
         })
     }
 
@@ -314,6 +319,7 @@ impl Tracker {
         let max_scale = self.cfg.visual.max_scale_change;
         let search_radius = self.cfg.visual.search_radius;
         let visual_noise = self.cfg.kalman.visual_noise;
+        let max_age = self.max_age_frames();
         self.boxes.clear();
         self.boxes.extend(self.tracks.iter().map(|t| t.kf.bbox()));
         for (i, t) in self.tracks.iter_mut().enumerate() {
@@ -372,7 +378,7 @@ impl Tracker {
             }
             if t.visual_failures >= self.cfg.max_visual_failures {
                 t.dead = Some(EndReason::LostVisually);
-            } else if p.frames_since_detection > u64::from(self.cfg.max_age_frames) {
+            } else if p.frames_since_detection > max_age {
                 t.dead = Some(EndReason::Expired);
             }
         }
@@ -396,6 +402,7 @@ impl Tracker {
     /// candidate tracks count a miss.
     pub fn apply_detections(&mut self, det_seq: u64, dets: &[Detection]) -> ApplyOutcome {
         let now = self.seq.unwrap_or(det_seq);
+        self.cadence.observe(det_seq, now);
         let mut outcome = ApplyOutcome::default();
         let usable: Vec<bool> = dets
             .iter()
@@ -580,6 +587,13 @@ impl Tracker {
         self.frame_size = None;
         self.seq = None;
         self.output.clear();
+        self.cadence = Cadence::default();
+    }
+
+    /// The frames a track may currently go without a matched detection: `max_age_frames`, or
+    /// 1.5 detection cycles (gap + lateness) when the detector is slower than that.
+    pub fn max_age_frames(&self) -> u64 {
+        self.cadence.max_age(self.cfg.max_age_frames)
     }
 
     /// Removes dead tracks, emitting `Ended` for the confirmed ones.
@@ -830,6 +844,48 @@ mod tests {
                 ignored: 2
             }
         );
+    }
+
+    #[test]
+    fn a_detector_slower_than_max_age_still_confirms_and_keeps_tracks() {
+        // A parked car scored 0.4 (two hits needed); the model takes 190 frames (5 s at
+        // 40 fps: a loaded machine, or a Pi Zero 2 W at a high frame rate) and runs back to
+        // back; max_age_frames stays at its default of 60.
+        let mut tr = Tracker::new(no_visual()).unwrap_or_else(|e| panic!("{e}"));
+        let mut car = det(300.0, 100.0, 2);
+        car.score = 0.4;
+        let mut events = Vec::new();
+        for seq in 0..2_000u64 {
+            tr.step(seq, &flat(2.0));
+            if seq >= 190 && (seq - 190) % 200 == 0 {
+                tr.apply_detections(seq - 190, std::slice::from_ref(&car));
+            }
+            events.extend(tr.drain_events());
+        }
+        let started = events
+            .iter()
+            .filter(|e| matches!(e, TrackEvent::Started(_)))
+            .count();
+        let ended: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, TrackEvent::Ended(_)))
+            .collect();
+        assert_eq!(started, 1, "{events:?}");
+        assert!(ended.is_empty(), "the car is never given up: {ended:?}");
+        assert!(tr.max_age_frames() > 390, "{}", tr.max_age_frames());
+        // The detector stalls: the track is given up after about 1.5 detection cycles.
+        let mut end = None;
+        for seq in 2_000..4_000u64 {
+            tr.step(seq, &flat(2.0));
+            if tr.drain_events().iter().any(
+                |e| matches!(e, TrackEvent::Ended(t) if t.end_reason == Some(EndReason::Expired)),
+            ) {
+                end = Some(seq);
+                break;
+            }
+        }
+        let end = end.expect("a stalled detector ends the track");
+        assert!(end < 2_700, "ended at {end}");
     }
 
     #[test]
