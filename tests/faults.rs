@@ -25,8 +25,34 @@ fn config(dir: &Path, fps: u32, looped: bool) -> PathBuf {
     p
 }
 
+/// A started `lookout run`: killed when dropped, so a failing test (a panic) does not leave a
+/// daemon running on the machine.
+struct Daemon(Child);
+
+impl std::ops::Deref for Daemon {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `lookout run --config CFG ARGS…` with stderr to a file.
-fn start(dir: &Path, cfg: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, PathBuf) {
+fn start(dir: &Path, cfg: &Path, args: &[&str], env: &[(&str, &str)]) -> (Daemon, PathBuf) {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.to_string())).collect();
     start_wrapped(dir, &[], cfg, &args, &env)
@@ -357,7 +383,7 @@ impl NotifyListener {
     }
 }
 
-fn start_notified(dir: &Path, cfg: &Path, notify: &NotifyListener) -> (Child, PathBuf) {
+fn start_notified(dir: &Path, cfg: &Path, notify: &NotifyListener) -> (Daemon, PathBuf) {
     let env = notify.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (child, err) = start(dir, cfg, &[], &env);
@@ -445,7 +471,7 @@ fn start_wrapped(
     cfg: &Path,
     args: &[String],
     env: &[(&str, String)],
-) -> (Child, PathBuf) {
+) -> (Daemon, PathBuf) {
     let err_path = dir.join("stderr.txt");
     let lookout = env!("CARGO_BIN_EXE_lookout").to_string();
     let mut cmd = Command::new(wrapper.first().unwrap_or(&lookout));
@@ -464,7 +490,7 @@ fn start_wrapped(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    (cmd.spawn().unwrap(), err_path)
+    (Daemon(cmd.spawn().unwrap()), err_path)
 }
 
 /// Whether this machine lets a test make its own mount namespace (`unshare -rm`: as root in
@@ -561,7 +587,8 @@ fn tracks_file_outage(break_it: &str, fix_it: &str, os_error: &str) {
     let cfg = config(dir.path(), 50, true);
     let script = format!(
         "set -e; mount -t tmpfs -o size=256k tmpfs {mnt}; cd {mnt}; {break_it}; \
-         ( while [ ! -e {ctl}/fix ]; do sleep 0.05; done; cd /; {fix_it}; touch {ctl}/fixed ) & \
+         ( while [ ! -e {ctl}/fix ] && kill -0 $$ 2>/dev/null; do sleep 0.05; done; \
+           cd /; {fix_it}; touch {ctl}/fixed ) & \
          exec \"$@\"",
         mnt = mnt.display(),
         ctl = ctl.display()
