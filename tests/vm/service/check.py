@@ -271,11 +271,10 @@ else:
          + (f"; {msg(summary[0])}" if summary else ""))
 
 # --- 5b. camera missing at start -------------------------------------------------------------------
-# New this round and not yet run in CI (the session that wrote it could not run the arm64 VM):
-# its findings are printed as LATE-CAMERA WARN lines and do not fail the test until they have
-# been seen to hold once; then set LATE_CAMERA_FATAL = True. The host test
-# tests/faults.rs::a_camera_missing_at_start_is_waited_for_with_the_watchdog_fed is fatal.
-LATE_CAMERA_FATAL = False
+# Held on its first full run (2026-11-26, a fresh-clone `CI=true .ci/run` here: started without
+# the camera, STATUS "waiting for the camera to appear", the camera appeared after 14 attempts,
+# frames in the same process, NRestarts=0), so its findings are failures like the others.
+LATE_CAMERA_FATAL = True
 _fail = fail
 
 
