@@ -135,7 +135,7 @@ fn load_line(extra: &[&str]) -> String {
 #[test]
 fn the_built_in_model_is_chosen_per_cpu_and_the_load_line_says_why() {
     let auto = load_line(&[]);
-    let dotprod = lookout::detect::embedded::CpuFacts::of_this_cpu().dotprod;
+    let dotprod = lookout::detect::embedded::this_cpu().dotprod;
     let (file, datum) = if dotprod {
         ("int8", "int8")
     } else {

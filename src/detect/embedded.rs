@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sysinfo;
+use crate::sysinfo::{self, KernelFacts};
 
 /// The INT8 NanoDet-g 416 (the INT8 accuracy gate's default form; models/README.md).
 pub const INT8_MODEL: &[u8] = include_bytes!("../../models/nanodet-g-416-int8.onnx");
@@ -57,17 +57,6 @@ pub enum Precision {
     Fp32,
 }
 
-impl Precision {
-    /// The name used in the configuration file and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Auto => "auto",
-            Precision::Int8 => "int8",
-            Precision::Fp32 => "fp32",
-        }
-    }
-}
-
 /// The embedded model to run and why (for the load log line).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
@@ -77,36 +66,14 @@ pub struct Choice {
     pub reason: String,
 }
 
-/// What the choice depends on: the CPU as tract sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CpuFacts {
-    /// Rust target architecture (`x86_64`, `aarch64`, `arm`).
-    pub arch: String,
-    /// 8-bit dot-product instructions tract's int8 kernels use.
-    pub dotprod: bool,
-    /// The kernels tract picks (e.g. `arm64 NEON f32 kernels; int8 via SMLAL 8x8 (no dot product)`).
-    pub kernel: String,
-}
-
-impl CpuFacts {
-    /// This machine's facts, from `/proc/cpuinfo` (read once per process).
-    pub fn of_this_cpu() -> CpuFacts {
-        static FACTS: std::sync::OnceLock<CpuFacts> = std::sync::OnceLock::new();
-        FACTS
-            .get_or_init(|| {
-                let k = sysinfo::cpu_kernel_facts();
-                CpuFacts {
-                    arch: std::env::consts::ARCH.to_string(),
-                    dotprod: k.dotprod,
-                    kernel: k.matmul_kernel,
-                }
-            })
-            .clone()
-    }
+/// This machine's CPU as tract sees it, from `/proc/cpuinfo` (read once per process).
+pub fn this_cpu() -> &'static KernelFacts {
+    static FACTS: std::sync::OnceLock<KernelFacts> = std::sync::OnceLock::new();
+    FACTS.get_or_init(sysinfo::cpu_kernel_facts)
 }
 
 /// The embedded model for `precision` on a CPU with `cpu`'s facts.
-pub fn choose(precision: Precision, cpu: &CpuFacts) -> Choice {
+pub fn choose(precision: Precision, cpu: &KernelFacts) -> Choice {
     match precision {
         Precision::Int8 => Choice {
             model: Embedded::Int8,
@@ -121,7 +88,7 @@ pub fn choose(precision: Precision, cpu: &CpuFacts) -> Choice {
             reason: format!(
                 "INT8 chosen for this CPU: it has 8-bit dot-product instructions ({}), where \
                  tract's int8 kernels beat FP32",
-                cpu.kernel
+                cpu.matmul_kernel
             ),
         },
         Precision::Auto => Choice {
@@ -129,7 +96,7 @@ pub fn choose(precision: Precision, cpu: &CpuFacts) -> Choice {
             reason: format!(
                 "FP32 chosen for this CPU: it has no 8-bit dot-product instructions ({}), where \
                  tract's INT8 runs slower than FP32; model.precision = \"int8\" forces INT8",
-                cpu.kernel
+                cpu.matmul_kernel
             ),
         },
     }
@@ -137,21 +104,16 @@ pub fn choose(precision: Precision, cpu: &CpuFacts) -> Choice {
 
 /// [`choose`] for this machine.
 pub fn choose_for_this_cpu(precision: Precision) -> Choice {
-    choose(precision, &CpuFacts::of_this_cpu())
+    choose(precision, this_cpu())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cpu(arch: &str, flags: &str, part: Option<&str>) -> CpuFacts {
+    fn cpu(arch: &str, flags: &str, part: Option<&str>) -> KernelFacts {
         let flags: Vec<String> = flags.split_whitespace().map(String::from).collect();
-        let k = sysinfo::kernel_facts_for(arch, &flags, part);
-        CpuFacts {
-            arch: arch.into(),
-            dotprod: k.dotprod,
-            kernel: k.matmul_kernel,
-        }
+        sysinfo::kernel_facts_for(arch, &flags, part)
     }
 
     #[test]
