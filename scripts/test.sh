@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec cargo test --all-targets "$@"
+exec cargo test --all-targets --no-fail-fast "$@"
