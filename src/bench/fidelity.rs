@@ -3,6 +3,7 @@
 //! recording ([`crate::fidelity::replay`]) and scored against it. The conversion of the
 //! replay's rows into the report's [`FidelityReport`] lives here.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::figures::round;
@@ -60,6 +61,40 @@ pub fn record(
             "recording {spec}: the model on every frame — frame {n}{of} ({per:.0} ms per frame)"
         ));
     })
+}
+
+/// Environment: a file to keep the recording in between runs (development: iterate on tracker
+/// or planner code without running the model on every frame again).
+pub const RECORDING_ENV: &str = "LOOKOUT_FIDELITY_RECORDING";
+
+/// [`record`], unless [`RECORDING_ENV`] names a file holding a recording of the same source,
+/// model settings and frame limit: then that one is read instead. A fresh recording is
+/// written there (a failure to write is reported as progress, not an error).
+pub fn record_or_reuse(
+    det: &Detector,
+    cfg: &Config,
+    max_frames: Option<usize>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Recording, replay::RecordError> {
+    let Some(path) = std::env::var_os(RECORDING_ENV).map(PathBuf::from) else {
+        return record(det, cfg, max_frames, progress);
+    };
+    let key = format!(
+        "{}|{max_frames:?}",
+        replay::recording_key(cfg, &cfg.source.spec)
+    );
+    if let Ok(Some(rec)) = Recording::load(&key, &path) {
+        progress(&format!("reusing the recording in {}", path.display()));
+        return Ok(rec);
+    }
+    let rec = record(det, cfg, max_frames, progress)?;
+    if let Err(e) = rec.save(&key, &path) {
+        progress(&format!(
+            "could not keep the recording in {}: {e}",
+            path.display()
+        ));
+    }
+    Ok(rec)
 }
 
 fn row(r: &SweepRow, base_cpu: f64) -> FidelityRow {

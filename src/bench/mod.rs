@@ -401,7 +401,8 @@ impl Bench<'_> {
         }
         let t0 = Instant::now();
         let progress = &mut *self.progress;
-        let rec = fidelity::record(&det, base, max_frames, &mut |line| progress.phase(line))?;
+        let rec =
+            fidelity::record_or_reuse(&det, base, max_frames, &mut |line| progress.phase(line))?;
         let record_time = t0.elapsed();
         self.progress.finish();
         self.progress.phase(&format!(

@@ -10,12 +10,15 @@
 //! reference detections *are* those answers. What the replay cannot show is the detector's
 //! latency in a live run (there the detections of frame `k` arrive a few frames later).
 
+use std::io::{self, BufRead as _, Read as _, Write as _};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::detect::{DetectError, Detection, Detector};
 use crate::fidelity::LabelledBox;
 use crate::frame::GrayImage;
+use crate::geom::BBox;
 use crate::preprocess::{self, Scratch};
 use crate::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use crate::source::{self, Pacing, SourceOptions};
@@ -76,6 +79,127 @@ impl Recording {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// The header of a saved [`Recording`] (one JSON line; the gray planes' bytes follow it).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedHeader {
+    /// What the recording was made of (see [`Recording::save`]).
+    key: String,
+    detect_time_s: f64,
+    gray_time_s: f64,
+    frame_size: (u32, u32),
+    fps: f64,
+    frames: Vec<SavedFrame>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedFrame {
+    seq: u64,
+    at_s: f64,
+    width: u32,
+    height: u32,
+    scale: f32,
+    /// `(class_id, score, [x0, y0, x1, y1])`.
+    dets: Vec<(usize, f32, [f32; 4])>,
+}
+
+/// What a recording depends on besides the tracker: the source, the model and its settings,
+/// the gray plane's width and the label filter (the key [`Recording::save`] stores).
+pub fn recording_key(cfg: &Config, spec: &str) -> String {
+    let m = &cfg.model;
+    format!(
+        "{spec}|{}|{:?}|{}|{}|{}|{:?}|{}|{:?}",
+        m.file,
+        m.input_size,
+        m.threshold,
+        m.iou_threshold,
+        m.max_detections,
+        m.resize,
+        cfg.pipeline.track_width,
+        cfg.label_filter()
+    )
+}
+
+impl Recording {
+    /// Writes the recording to `path` (a JSON header line holding `key`, the detections and
+    /// timings, then every gray plane's bytes), so that tracker or planner changes can be
+    /// replayed without running the model again (`LOOKOUT_FIDELITY_RECORDING`).
+    pub fn save(&self, key: &str, path: &Path) -> io::Result<()> {
+        let header = SavedHeader {
+            key: key.to_string(),
+            detect_time_s: self.detect_time.as_secs_f64(),
+            gray_time_s: self.gray_time.as_secs_f64(),
+            frame_size: self.frame_size,
+            fps: self.fps,
+            frames: self
+                .frames
+                .iter()
+                .map(|f| SavedFrame {
+                    seq: f.seq,
+                    at_s: f.at.as_secs_f64(),
+                    width: f.gray.width,
+                    height: f.gray.height,
+                    scale: f.gray.scale,
+                    dets: f
+                        .dets
+                        .iter()
+                        .map(|d| (d.class_id, d.score, d.bbox.to_array()))
+                        .collect(),
+                })
+                .collect(),
+        };
+        let mut out = io::BufWriter::new(std::fs::File::create(path)?);
+        serde_json::to_writer(&mut out, &header)?;
+        out.write_all(b"\n")?;
+        for f in &self.frames {
+            out.write_all(&f.gray.data)?;
+        }
+        out.flush()
+    }
+
+    /// Reads a recording written by [`Recording::save`]; `Ok(None)` when it was made with
+    /// another `key` (another source, model or gray width).
+    pub fn load(key: &str, path: &Path) -> io::Result<Option<Recording>> {
+        let mut input = io::BufReader::new(std::fs::File::open(path)?);
+        let mut line = String::new();
+        input.read_line(&mut line)?;
+        let header: SavedHeader = serde_json::from_str(&line)?;
+        if header.key != key {
+            return Ok(None);
+        }
+        let mut frames = Vec::with_capacity(header.frames.len());
+        for f in header.frames {
+            let mut data = vec![0u8; f.width as usize * f.height as usize];
+            input.read_exact(&mut data)?;
+            frames.push(RecordedFrame {
+                seq: f.seq,
+                at: Duration::try_from_secs_f64(f.at_s).unwrap_or_default(),
+                gray: GrayImage {
+                    width: f.width,
+                    height: f.height,
+                    scale: f.scale,
+                    data,
+                },
+                dets: f
+                    .dets
+                    .into_iter()
+                    .map(|(class_id, score, [x0, y0, x1, y1])| Detection {
+                        class_id,
+                        score,
+                        bbox: BBox::new(x0, y0, x1, y1),
+                    })
+                    .collect(),
+            });
+        }
+        Ok(Some(Recording {
+            frames,
+            detect_time: Duration::try_from_secs_f64(header.detect_time_s).unwrap_or_default(),
+            gray_time: Duration::try_from_secs_f64(header.gray_time_s).unwrap_or_default(),
+            frame_size: header.frame_size,
+            fps: header.fps,
+        }))
     }
 }
 

@@ -166,7 +166,12 @@ impl Planner {
             return Some(Cause::Interval);
         }
         let gap = u64::from(self.cfg.min_gap.max(1));
-        if self.last_motion.outside >= self.cfg.min_motion_cells && self.since >= self.motion_gap {
+        let motion_cells = if crate::exp("oldmotion") {
+            self.last_motion.outside
+        } else {
+            self.last_motion.new_outside
+        };
+        if motion_cells >= self.cfg.min_motion_cells && self.since >= self.motion_gap {
             return Some(Cause::Motion);
         }
         if self.since >= gap && tracker.uncertain() {
@@ -189,6 +194,9 @@ impl Planner {
 
     /// The frame went to the detector for `cause` at `now`.
     pub fn handed_out(&mut self, cause: Cause, now: Duration) {
+        if self.cfg.kind == ScheduleKind::Adaptive {
+            self.grid.remember(&self.boxes);
+        }
         self.since = 0;
         self.last_at = Some(now);
         self.outstanding = Some(cause);

@@ -45,6 +45,9 @@ pub struct MotionReport {
     pub moving: usize,
     /// Moving cells whose centre lies outside every box given to [`MotionGrid::report`].
     pub outside: usize,
+    /// Of the `outside` cells, those not next to a cell that moved outside the boxes when
+    /// [`MotionGrid::remember`] was last called (the last detection): motion in a new place.
+    pub new_outside: usize,
     /// The noise floor, gray levels (mean absolute difference of a still cell).
     pub floor: f32,
 }
@@ -68,6 +71,8 @@ pub struct MotionGrid {
     sorted: Vec<f32>,
     raw: Vec<bool>,
     moving: Vec<bool>,
+    /// Cells next to (or at) motion outside the boxes at the last [`MotionGrid::remember`].
+    seen: Vec<bool>,
     floor: f32,
     /// Whether `moving` describes the latest frame (false on the first frame or a size change).
     valid: bool,
@@ -133,6 +138,7 @@ impl MotionGrid {
         self.means = vec![0.0; n];
         self.raw = vec![false; n];
         self.moving = vec![false; n];
+        self.seen = vec![false; n];
     }
 
     /// Per-cell sums of absolute differences, row by row (the inner loop vectorizes).
@@ -201,24 +207,54 @@ impl MotionGrid {
         if !self.valid {
             return MotionReport::default();
         }
-        let c = self.params.cell as f32 * self.scale;
         let mut r = MotionReport {
             floor: self.floor,
             ..MotionReport::default()
         };
         for (i, _) in self.moving.iter().enumerate().filter(|(_, m)| **m) {
             r.moving += 1;
-            let (cx, cy) = (
-                ((i % self.cols) as f32 + 0.5) * c,
-                ((i / self.cols) as f32 + 0.5) * c,
-            );
-            let inside = boxes
-                .clone()
-                .into_iter()
-                .any(|b| cx >= b.x0 && cx <= b.x1 && cy >= b.y0 && cy <= b.y1);
-            r.outside += usize::from(!inside);
+            if self.outside(i, boxes.clone()) {
+                r.outside += 1;
+                r.new_outside += usize::from(!self.seen.get(i).copied().unwrap_or(false));
+            }
         }
         r
+    }
+
+    /// Remembers where the latest frame moved outside `boxes` (and the cells next to it), for
+    /// [`MotionReport::new_outside`]: call it when a detection runs. What moved there was
+    /// looked at; motion that is still there (or one cell on) afterwards is most likely the
+    /// same thing — a crowd the tracks do not cover, leaves, a screen — and does not need
+    /// another look until the schedule's longest gap, while motion in a new place does.
+    pub fn remember<'b>(&mut self, boxes: impl IntoIterator<Item = &'b BBox> + Clone) {
+        self.seen.iter_mut().for_each(|s| *s = false);
+        if !self.valid {
+            return;
+        }
+        let (cols, rows) = (self.cols as isize, self.rows as isize);
+        for i in 0..self.moving.len() {
+            if !self.moving[i] || !self.outside(i, boxes.clone()) {
+                continue;
+            }
+            let (x, y) = ((i % self.cols) as isize, (i / self.cols) as isize);
+            for ny in (y - 1).max(0)..=(y + 1).min(rows - 1) {
+                for nx in (x - 1).max(0)..=(x + 1).min(cols - 1) {
+                    self.seen[(ny * cols + nx) as usize] = true;
+                }
+            }
+        }
+    }
+
+    /// Whether cell `i`'s centre lies outside every one of `boxes` (full-frame pixels).
+    fn outside<'b>(&self, i: usize, boxes: impl IntoIterator<Item = &'b BBox>) -> bool {
+        let c = self.params.cell as f32 * self.scale;
+        let (cx, cy) = (
+            ((i % self.cols) as f32 + 0.5) * c,
+            ((i / self.cols) as f32 + 0.5) * c,
+        );
+        !boxes
+            .into_iter()
+            .any(|b| cx >= b.x0 && cx <= b.x1 && cy >= b.y0 && cy <= b.y1)
     }
 }
 
