@@ -28,25 +28,3 @@ pub mod source;
 pub mod stats;
 pub mod sysinfo;
 pub mod track;
-
-/// TEMPORARY experiment switches (LK_EXP=a,b,c).
-pub fn exp(name: &str) -> bool {
-    static SET: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    SET.get_or_init(|| {
-        std::env::var("LK_EXP")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::to_string)
-            .collect()
-    })
-    .iter()
-    .any(|s| s == name)
-}
-
-/// TEMPORARY experiment parameter: env `LK_<NAME>` as a number, else `default`.
-pub fn expv(name: &str, default: f32) -> f32 {
-    std::env::var(format!("LK_{name}"))
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}

@@ -110,8 +110,9 @@ struct SavedFrame {
 pub fn recording_key(cfg: &Config, spec: &str) -> String {
     let m = &cfg.model;
     format!(
-        "{spec}|{}|{:?}|{}|{}|{}|{:?}|{}|{:?}",
+        "{spec}|{}|{:?}|{:?}|{}|{}|{}|{:?}|{}|{:?}",
         m.file,
+        m.precision,
         m.input_size,
         m.threshold,
         m.iou_threshold,
@@ -162,12 +163,25 @@ impl Recording {
     /// Reads a recording written by [`Recording::save`]; `Ok(None)` when it was made with
     /// another `key` (another source, model or gray width).
     pub fn load(key: &str, path: &Path) -> io::Result<Option<Recording>> {
-        let mut input = io::BufReader::new(std::fs::File::open(path)?);
+        let file = std::fs::File::open(path)?;
+        let file_len = file.metadata()?.len();
+        let mut input = io::BufReader::new(file);
         let mut line = String::new();
         input.read_line(&mut line)?;
         let header: SavedHeader = serde_json::from_str(&line)?;
         if header.key != key {
             return Ok(None);
+        }
+        // The planes must fill the rest of the file exactly: a damaged header must not make
+        // us allocate what is not there.
+        let planes = header.frames.iter().try_fold(0u64, |sum, f| {
+            sum.checked_add(u64::from(f.width).checked_mul(u64::from(f.height))?)
+        });
+        if planes != Some(file_len.saturating_sub(line.len() as u64)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the gray planes do not match the header",
+            ));
         }
         let mut frames = Vec::with_capacity(header.frames.len());
         for f in header.frames {
@@ -450,4 +464,74 @@ pub fn sweep(
         });
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Recording {
+        let frame = |seq: u64, fill: u8, dets: Vec<Detection>| RecordedFrame {
+            seq,
+            at: Duration::from_millis(100 * seq),
+            gray: GrayImage {
+                width: 4,
+                height: 3,
+                scale: 2.0,
+                data: vec![fill; 12],
+            },
+            dets,
+        };
+        let person = Detection {
+            class_id: 0,
+            score: 0.75,
+            bbox: BBox::new(1.0, 2.0, 5.5, 6.0),
+        };
+        Recording {
+            frames: vec![frame(0, 7, vec![person]), frame(1, 9, Vec::new())],
+            detect_time: Duration::from_millis(120),
+            gray_time: Duration::from_millis(3),
+            frame_size: (8, 6),
+            fps: 10.0,
+        }
+    }
+
+    #[test]
+    fn a_saved_recording_loads_back_only_under_its_key() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("rec.bin");
+        let rec = tiny();
+        rec.save("clip|model", &path)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let back = Recording::load("clip|model", &path)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("same key"));
+        assert_eq!(back.frames.len(), 2);
+        let (g0, r0) = (&back.frames[0].gray, &rec.frames[0].gray);
+        assert_eq!(
+            (g0.width, g0.height, g0.scale),
+            (r0.width, r0.height, r0.scale)
+        );
+        assert_eq!(g0.data, r0.data);
+        assert_eq!(back.frames[1].gray.data, vec![9; 12]);
+        assert_eq!(back.frames[0].dets, rec.frames[0].dets);
+        assert_eq!(back.frames[1].at, Duration::from_millis(100));
+        assert_eq!((back.frame_size, back.fps), ((8, 6), 10.0));
+        assert_eq!(back.detect_time, rec.detect_time);
+        assert!(Recording::load("other clip|model", &path)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_none());
+    }
+
+    #[test]
+    fn a_truncated_recording_is_an_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("rec.bin");
+        tiny().save("k", &path).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(Recording::load("k", &path).is_err());
+        std::fs::write(&path, b"not json\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(Recording::load("k", &path).is_err());
+    }
 }

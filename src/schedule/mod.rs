@@ -7,10 +7,13 @@
 //! measures is what the daemon does.
 //!
 //! The adaptive rules, in order:
-//! 1. **Motion** outside every track's box (grown by a margin): something new may be there;
-//!    asked for as soon as `min_gap` frames have passed since the last detection. Motion that
-//!    detections keep finding nothing in (a tree in the wind, a screen) backs off: each such
-//!    motion-caused detection doubles the gap motion must wait, up to the idle interval's.
+//! 1. **Motion** outside every track's box (grown by a margin) and in a new place — not next
+//!    to motion the last detection already looked at ([`MotionReport::new_outside`]):
+//!    something new may be there; asked for as soon as `min_gap` frames have passed since the
+//!    last detection. Motion the tracks do not explain that stays where the last detection
+//!    saw it (a crowd not tracked, leaves) does not ask again. Motion that detections keep
+//!    finding nothing in (a tree in the wind, a screen) backs off: each such motion-caused
+//!    detection doubles the gap motion must wait, up to the idle interval's.
 //! 2. **Uncertain** tracks: a tentative track waiting for its confirming detection, a failed
 //!    visual update, a box touching the frame's edge, a fast change of size; after `min_gap`
 //!    frames too.
@@ -166,12 +169,9 @@ impl Planner {
             return Some(Cause::Interval);
         }
         let gap = u64::from(self.cfg.min_gap.max(1));
-        let motion_cells = if crate::exp("oldmotion") {
-            self.last_motion.outside
-        } else {
-            self.last_motion.new_outside
-        };
-        if motion_cells >= self.cfg.min_motion_cells && self.since >= self.motion_gap {
+        if self.last_motion.new_outside >= self.cfg.min_motion_cells
+            && self.since >= self.motion_gap
+        {
             return Some(Cause::Motion);
         }
         if self.since >= gap && tracker.uncertain() {

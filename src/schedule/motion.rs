@@ -334,6 +334,30 @@ mod tests {
     }
 
     #[test]
+    fn motion_where_the_last_detection_looked_is_not_new() {
+        let mut n = Noise(13);
+        let mut g = MotionGrid::new(MotionParams::default());
+        g.update(&scene(&mut n, 2.0, Some((100, 100))));
+        g.update(&scene(&mut n, 2.0, Some((104, 100))));
+        let first = g.report(&[]);
+        assert!(
+            first.new_outside >= 2 && first.new_outside == first.outside,
+            "{first:?}"
+        );
+        // A detection looks at it; the square moves on by a few pixels.
+        g.remember(&[]);
+        g.update(&scene(&mut n, 2.0, Some((108, 100))));
+        let same_place = g.report(&[]);
+        assert!(same_place.outside >= 2, "{same_place:?}");
+        assert_eq!(same_place.new_outside, 0, "{same_place:?}");
+        // Something starts moving far from it: that is new.
+        g.update(&scene(&mut n, 2.0, Some((260, 20))));
+        let elsewhere = g.report(&[]);
+        assert!(elsewhere.new_outside >= 2, "{elsewhere:?}");
+        assert!(elsewhere.new_outside < elsewhere.outside, "{elsewhere:?}");
+    }
+
+    #[test]
     fn a_global_brightness_change_is_not_motion() {
         let mut n = Noise(3);
         let mut g = MotionGrid::new(MotionParams::default());

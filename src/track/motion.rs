@@ -154,35 +154,6 @@ impl BoxKalman {
         self.keep_positive();
     }
 
-    /// Folds in a measured box whose error has standard deviation `noise` × box size plus,
-    /// independently, `position_std` pixels on the centre and `scale_std` of the size on the
-    /// width and height (a visual update that knows how sure it is of each).
-    pub fn correct_uncertain(
-        &mut self,
-        measured: &BBox,
-        noise: f32,
-        position_std: f32,
-        scale_std: f32,
-    ) {
-        let (cx, cy) = measured.center();
-        let (w, h) = (measured.width(), measured.height());
-        if w.is_nan() || h.is_nan() || w <= 0.0 || h <= 0.0 || !cx.is_finite() || !cy.is_finite() {
-            return;
-        }
-        let base = (noise * ref_size(w, h)).powi(2);
-        let extra = |v: f32| if v.is_finite() { v * v } else { 0.0 };
-        let r = [
-            base + extra(position_std),
-            base + extra(position_std),
-            base + extra(scale_std * w),
-            base + extra(scale_std * h),
-        ];
-        for ((a, z), r) in self.axes.iter_mut().zip([cx, cy, w, h]).zip(r) {
-            a.correct(z, r.max(1e-6));
-        }
-        self.keep_positive();
-    }
-
     /// Re-anchors the state on an absolute measurement (a detection, whose error does not
     /// accumulate the way visual updates drift): the box becomes `measured`, the velocity takes
     /// the usual Kalman correction from the innovation, and the position uncertainty becomes
@@ -200,22 +171,6 @@ impl BoxKalman {
         self.keep_positive();
     }
 
-    /// EXP smoothsize: anchors the centre on `measured`, and corrects the size as a Kalman
-    /// update would.
-    pub fn anchor_position(&mut self, measured: &BBox, noise: f32) {
-        let (cx, cy) = measured.center();
-        let (w, h) = (measured.width(), measured.height());
-        if w.is_nan() || h.is_nan() || w <= 0.0 || h <= 0.0 || !cx.is_finite() || !cy.is_finite() {
-            return;
-        }
-        let r = (noise * ref_size(w, h)).powi(2).max(1e-6);
-        self.axes[0].anchor(cx, r);
-        self.axes[1].anchor(cy, r);
-        self.axes[2].correct(w, r);
-        self.axes[3].correct(h, r);
-        self.keep_positive();
-    }
-
     /// Moves the state by a constant offset without touching velocity or covariance (used
     /// when a correction is known exactly, e.g. a shift of the whole history).
     pub fn shift(&mut self, dcx: f32, dcy: f32) {
@@ -227,52 +182,11 @@ impl BoxKalman {
     /// expected difference (prediction uncertainty plus `noise` × box size measurement noise):
     /// the Mahalanobis distance used to reject implausible measurements.
     pub fn gate_distance(&self, measured: &BBox, noise: f32) -> f32 {
-        self.gate_distance_with(measured, noise, 0.0)
-    }
-
-    /// [`BoxKalman::gate_distance`] for a measurement whose centre has, besides `noise` ×
-    /// box size, an independent error of `position_std` pixels.
-    pub fn gate_distance_with(&self, measured: &BBox, noise: f32, position_std: f32) -> f32 {
         let (mx, my) = measured.center();
-        let extra = if position_std.is_finite() {
-            position_std * position_std
-        } else {
-            0.0
-        };
-        let r = (noise * ref_size(measured.width(), measured.height())).powi(2) + extra;
+        let r = (noise * ref_size(measured.width(), measured.height())).powi(2);
         let (ax, ay) = (&self.axes[0], &self.axes[1]);
         let d2 = (mx - ax.x).powi(2) / (ax.pxx + r).max(1e-6)
             + (my - ay.x).powi(2) / (ay.pxx + r).max(1e-6);
-        if d2.is_finite() {
-            d2.sqrt()
-        } else {
-            f32::INFINITY
-        }
-    }
-
-    /// How far `measured` (with error `noise` × its size) is from `expected` (the filter's
-    /// box at the measurement's frame) in the filter's current uncertainty: the Mahalanobis
-    /// distance over centre, width and height (4 degrees of freedom; the 99 % quantile of its
-    /// χ² is 3.64²). Infinite for a non-finite or empty box.
-    pub fn distance4(&self, expected: &BBox, measured: &BBox, noise: f32) -> f32 {
-        let (mx, my) = measured.center();
-        let (ex, ey) = expected.center();
-        let (mw, mh) = (measured.width(), measured.height());
-        if !(mw > 0.0 && mh > 0.0) {
-            return f32::INFINITY;
-        }
-        let r = (noise * ref_size(mw, mh)).powi(2);
-        let diffs = [
-            mx - ex,
-            my - ey,
-            mw - expected.width(),
-            mh - expected.height(),
-        ];
-        let d2: f32 = diffs
-            .iter()
-            .zip(&self.axes)
-            .map(|(d, a)| d * d / (a.pxx + r).max(1e-6))
-            .sum();
         if d2.is_finite() {
             d2.sqrt()
         } else {

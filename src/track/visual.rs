@@ -65,9 +65,6 @@ const MIN_EIGEN: f32 = 1.0;
 /// of the grid: a few consistent points among many failures are usually a false match.
 const MIN_POINTS: usize = 3;
 const MIN_POINT_FRACTION: f32 = 0.4;
-/// Standard deviation of the median of `n` normally distributed values, per `1/√n`, in units
-/// of their median absolute deviation: 1.4826 (MAD → σ) × 1.2533 (σ of a median, × √n).
-const MAD_TO_MEDIAN_STD: f32 = 1.858;
 /// Fraction of the box width left out on each side when placing points (the background
 /// beside a person), and the same for the height.
 const MARGIN_X: f32 = 0.15;
@@ -426,13 +423,6 @@ pub struct FlowEstimate {
     pub inliers: usize,
     /// Median forward–backward error of the usable points, pixels.
     pub fb_error: f32,
-    /// Standard deviation of the displacement (`dx`, `dy`), pixels: from the spread of the
-    /// points' displacements about their median and the round-trip error. Few points, or
-    /// points that disagree (a small box whose patches see background), make it large.
-    pub position_std: f32,
-    /// Standard deviation of `scale`, from the spread of the pairwise distance ratios. Points
-    /// close together (a small box) measure scale poorly, and this says so.
-    pub scale_std: f32,
 }
 
 impl FlowEstimate {
@@ -511,30 +501,17 @@ impl MedianFlow {
         }
         let fb_median = self.keep_best();
         let dx = median(&mut self.values, self.kept.iter().map(|t| t.x1 - t.x0));
-        let dx_mad = median(
-            &mut self.values,
-            self.kept.iter().map(|t| (t.x1 - t.x0 - dx).abs()),
-        );
         let dy = median(&mut self.values, self.kept.iter().map(|t| t.y1 - t.y0));
-        let dy_mad = median(
-            &mut self.values,
-            self.kept.iter().map(|t| (t.y1 - t.y0 - dy).abs()),
-        );
-        let (scale, scale_mad) = self.kept_scale();
+        let scale = self.kept_scale();
         if !(dx.is_finite() && dy.is_finite() && scale.is_finite() && scale > 0.0) {
             return None;
         }
-        let n = self.kept.len().max(1) as f32;
-        let of_median = |mad: f32| MAD_TO_MEDIAN_STD * mad / n.sqrt();
         Some(FlowEstimate {
             dx,
             dy,
             scale,
             inliers: self.kept.len(),
             fb_error: fb_median,
-            // A round trip is two legs: half its error is one leg's.
-            position_std: of_median(dx_mad.max(dy_mad)).hypot(0.5 * fb_median),
-            scale_std: of_median(scale_mad),
         })
     }
 
@@ -614,9 +591,8 @@ impl MedianFlow {
     }
 
     /// The scale change of the kept points: the median ratio of pairwise distances, over
-    /// pairs far enough apart to measure (1 when there is none), and the median absolute
-    /// deviation of those ratios from it.
-    fn kept_scale(&mut self) -> (f32, f32) {
+    /// pairs far enough apart to measure (1 when there is none).
+    fn kept_scale(&mut self) -> f32 {
         self.values.clear();
         for (a, pa) in self.kept.iter().enumerate() {
             for pb in &self.kept[a + 1..] {
@@ -628,14 +604,12 @@ impl MedianFlow {
             }
         }
         if self.values.is_empty() {
-            (1.0, 0.0)
+            1.0
         } else {
             let mut v = std::mem::take(&mut self.values);
             let s = median_in_place(&mut v);
-            v.iter_mut().for_each(|r| *r = (*r - s).abs());
-            let mad = median_in_place(&mut v);
             self.values = v;
-            (s, mad)
+            s
         }
     }
 }
