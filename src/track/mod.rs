@@ -19,7 +19,10 @@
 //! die never consume one) and a [`TrackEvent::Started`]. Confirmed tracks end after
 //! `max_misses` detection rounds without a match, `max_age_frames` frames without any, when
 //! they leave the frame or when the visual update keeps failing, with a
-//! [`TrackEvent::Ended`]. Only confirmed tracks are reported.
+//! [`TrackEvent::Ended`]. Only confirmed tracks are reported. One exception to a new id: a
+//! track confirmed right next to a confirmed track of the same (or a confusable) class that
+//! went unmatched in a detection round is taken to be that track's object, found again after
+//! its box drifted off: it continues that track's id, and neither gets an event.
 //!
 //! Boxes are in full-frame pixels throughout; the gray plane's `scale` converts for the
 //! visual update.
