@@ -48,7 +48,7 @@ fi
 FLAGS=(--release --sanitizer none --target-dir "$TDIR")
 echo "building ${#TARGETS[@]} fuzz target(s) into $TDIR"
 t_build=$(date +%s)
-# A cold build (instrumented tract, nightly) takes 10-25 min on 2 cores. LOOKOUT_FUZZ_BUILD_CAP
+# A cold build (nightly; tract instrumented but unoptimised, fuzz/Cargo.toml) took ≈18 min on a loaded 2-core machine. LOOKOUT_FUZZ_BUILD_CAP
 # (seconds) bounds it: past the cap the build stops, what it compiled stays cached in $TDIR for
 # the next run, and fuzzing is skipped this time, loudly (a failure with LOOKOUT_FUZZ_REQUIRED=1).
 CAP=${LOOKOUT_FUZZ_BUILD_CAP:-0}
