@@ -111,26 +111,26 @@ fn stats_and_track_events_carry_their_fields() {
     while t0.elapsed() < std::time::Duration::from_secs(300) {
         std::thread::sleep(std::time::Duration::from_millis(500)); // polling interval
         let entries = read_entries(real, pid, &err_path);
-        let has = |ev: &str, field: Option<&str>| {
-            entries.iter().any(|e| {
-                e.get("LOOKOUT_EVENT").and_then(|v| v.as_str()) == Some(ev)
-                    && field.is_none_or(|f| {
-                        e.get(f)
-                            .and_then(|v| v.as_str()?.parse::<f64>().ok())
-                            .is_some_and(|v| v > 0.0)
-                    })
-            })
+        // Entries of event `ev` (with `field` > 0, when given).
+        let count = |ev: &str, field: Option<&str>| {
+            entries
+                .iter()
+                .filter(|e| {
+                    e.get("LOOKOUT_EVENT").and_then(|v| v.as_str()) == Some(ev)
+                        && field.is_none_or(|f| {
+                            e.get(f)
+                                .and_then(|v| v.as_str()?.parse::<f64>().ok())
+                                .is_some_and(|v| v > 0.0)
+                        })
+                })
+                .count()
         };
         // Two stats windows at least: with a fast model the first window can already carry
         // model time and both track events (seen in CI with the FP32 built-in model).
-        let stats_windows = entries
-            .iter()
-            .filter(|e| e.get("LOOKOUT_EVENT").and_then(|v| v.as_str()) == Some("stats"))
-            .count();
-        if stats_windows >= 2
-            && has("stats", Some("MODEL_TIME_MS"))
-            && has("track_start", None)
-            && has("track_end", None)
+        if count("stats", None) >= 2
+            && count("stats", Some("MODEL_TIME_MS")) > 0
+            && count("track_start", None) > 0
+            && count("track_end", None) > 0
         {
             break;
         }

@@ -79,13 +79,18 @@ pub fn record_or_reuse(
     let Some(path) = std::env::var_os(RECORDING_ENV).map(PathBuf::from) else {
         return record(det, cfg, max_frames, progress);
     };
-    let key = format!(
-        "{}|{max_frames:?}",
-        replay::recording_key(cfg, &cfg.source.spec)
-    );
-    if let Ok(Some(rec)) = Recording::load(&key, &path) {
-        progress(&format!("reusing the recording in {}", path.display()));
-        return Ok(rec);
+    let key = replay::recording_key(cfg, max_frames);
+    match Recording::load(&key, &path) {
+        Ok(Some(rec)) => {
+            progress(&format!("reusing the recording in {}", path.display()));
+            return Ok(rec);
+        }
+        Ok(None) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => progress(&format!(
+            "could not read the recording in {} ({e}): recording again",
+            path.display()
+        )),
     }
     let rec = record(det, cfg, max_frames, progress)?;
     if let Err(e) = rec.save(&key, &path) {

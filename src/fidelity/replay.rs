@@ -106,11 +106,13 @@ struct SavedFrame {
 }
 
 /// What a recording depends on besides the tracker: the source, the model and its settings,
-/// the gray plane's width and the label filter (the key [`Recording::save`] stores).
-pub fn recording_key(cfg: &Config, spec: &str) -> String {
+/// the gray plane's width, the label filter and the frame limit (the key [`Recording::save`]
+/// stores).
+pub fn recording_key(cfg: &Config, max_frames: Option<usize>) -> String {
     let m = &cfg.model;
     format!(
-        "{spec}|{}|{:?}|{:?}|{}|{}|{}|{:?}|{}|{:?}",
+        "{}|{}|{:?}|{:?}|{}|{}|{}|{:?}|{}|{:?}|{max_frames:?}",
+        cfg.source.spec,
         m.file,
         m.precision,
         m.input_size,

@@ -145,7 +145,7 @@ const GATE: f32 = 6.0;
 /// The same for possibly occluded tracks (the 95 % quantile of a 2-D Gaussian is 2.45 σ).
 const OCCLUDED_GATE: f32 = 2.5;
 /// A newly confirmed track continues a confirmed track that missed its object
-/// (`Tracker::heir_of`) when its first detection was at most this far from that track's
+/// (`Tracker::predecessor_of`) when its first detection was at most this far from that track's
 /// box, in box widths (heights, vertically). Measured with the fidelity replay on the bundled
 /// clip: 0.75 left more id switches at N = 5 (0.91 / 100 against 0.74), 1.5 changed nothing.
 const HANDOVER_DISTANCE: f32 = 1.0;
@@ -172,7 +172,7 @@ struct TrackState {
     votes: Vec<(usize, f32)>,
     /// The latest detection applied to this track: (its frame, its index in that call).
     last_det: Option<(u64, usize)>,
-    /// The track's id went on in a newly confirmed track (`Tracker::heir_of`): it is removed
+    /// The track's id went on in a newly confirmed track (`Tracker::predecessor_of`): it is removed
     /// without a `TrackEvent::Ended`.
     handed_over: bool,
 }
@@ -572,7 +572,7 @@ impl Tracker {
 
     /// Confirms the tentative tracks with enough hits, or with a fresh, confident detection,
     /// in track order (oldest first), so ids follow the order tracks were started. A track
-    /// that takes over from a confirmed one that lost its object (`Tracker::heir_of`) keeps
+    /// that takes over from a confirmed one that lost its object (`Tracker::predecessor_of`) keeps
     /// that one's id, and no event is emitted for either.
     fn confirm(&mut self, now: u64) {
         for i in 0..self.tracks.len() {
@@ -585,7 +585,7 @@ impl Tracker {
             if t.confirmed || t.dead.is_some() || !sure {
                 continue;
             }
-            match self.heir_of(i) {
+            match self.predecessor_of(i) {
                 Some(j) => self.hand_over(j, i),
                 None => {
                     let t = &mut self.tracks[i];
@@ -604,7 +604,7 @@ impl Tracker {
     /// `i`'s first detection was within `HANDOVER_DISTANCE` of that detection (the closest,
     /// if several). A new id there would be an id switch: the old track would die of its
     /// misses a round later.
-    fn heir_of(&self, i: usize) -> Option<usize> {
+    fn predecessor_of(&self, i: usize) -> Option<usize> {
         let t = &self.tracks[i];
         let born = t.history.at(t.birth_seq)?;
         let mut best: Option<(f32, usize)> = None;
@@ -984,8 +984,8 @@ mod tests {
         assert!(matches!(events.as_slice(), [TrackEvent::Started(t)] if t.id == 1));
     }
 
-    #[test]
-    fn a_new_track_next_to_one_that_lost_its_object_keeps_that_id() {
+    /// A tracker (no visual update, `max_misses` 3) with one confirmed person at frame 0.
+    fn one_person_tracked_patiently() -> Tracker {
         let cfg = TrackerConfig {
             max_misses: 3,
             ..no_visual()
@@ -993,6 +993,12 @@ mod tests {
         let mut tr = Tracker::new(cfg).unwrap_or_else(|e| panic!("{e}"));
         tr.step(0, &flat(2.0));
         tr.apply_detections(0, &[det(100.0, 100.0, 0)]);
+        tr
+    }
+
+    #[test]
+    fn a_new_track_next_to_one_that_lost_its_object_keeps_that_id() {
+        let mut tr = one_person_tracked_patiently();
         assert_eq!(tr.tracks().map(|t| t.id).collect::<Vec<_>>(), vec![1]);
         // The object is found 30 px (0.75 box widths) off the track's box: too little overlap
         // to match (IoU 0.14), so the track misses and a new one starts there, confirmed at
@@ -1018,13 +1024,7 @@ mod tests {
 
     #[test]
     fn a_new_track_of_another_class_gets_its_own_id() {
-        let cfg = TrackerConfig {
-            max_misses: 3,
-            ..no_visual()
-        };
-        let mut tr = Tracker::new(cfg).unwrap_or_else(|e| panic!("{e}"));
-        tr.step(0, &flat(2.0));
-        tr.apply_detections(0, &[det(100.0, 100.0, 0)]);
+        let mut tr = one_person_tracked_patiently();
         tr.step(1, &flat(2.0));
         // A car (class 2) where the person's track missed: not the person.
         tr.apply_detections(1, &[det(130.0, 100.0, 2)]);
