@@ -48,8 +48,8 @@ fi
 FLAGS=(--release --sanitizer none --target-dir "$TDIR")
 echo "building ${#TARGETS[@]} fuzz target(s) into $TDIR"
 t_build=$(date +%s)
-# A cold build (nightly; tract instrumented but unoptimised, fuzz/Cargo.toml) took ≈18 min on a loaded 2-core machine. LOOKOUT_FUZZ_BUILD_CAP
-# (seconds) bounds it: past the cap the build stops, what it compiled stays cached in $TDIR for
+# A cold build (nightly; tract instrumented but unoptimised, fuzz/Cargo.toml) took ≈18 min on
+# a loaded 2-core machine. LOOKOUT_FUZZ_BUILD_CAP (seconds) bounds it: past the cap the build stops, what it compiled stays cached in $TDIR for
 # the next run, and fuzzing is skipped this time, loudly (a failure with LOOKOUT_FUZZ_REQUIRED=1).
 CAP=${LOOKOUT_FUZZ_BUILD_CAP:-0}
 for t in "${TARGETS[@]}"; do
