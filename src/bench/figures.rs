@@ -310,6 +310,7 @@ impl From<&ModelInfo> for ModelFigures {
             input_h: m.input_h,
             threads: m.threads,
             load_time_ms: round(m.load_time.as_secs_f64() * 1e3, 1),
+            int8_path: m.int8_path.clone(),
         }
     }
 }
@@ -392,6 +393,7 @@ mod tests {
                 datum: "int8",
                 threads: 1,
                 load_time: Duration::ZERO,
+                int8_path: None,
             },
             source: "demo".into(),
             source_fps: Some(10.0),

@@ -443,6 +443,7 @@ mod tests {
             datum: "int8",
             threads: 1,
             load_time: Duration::ZERO,
+            int8_path: None,
         };
         assert_eq!(golden_key(&info), "nanodet-g-416-int8.onnx");
         info.name = "/x/y/nanodet-g-320-int8.onnx".into();

@@ -255,6 +255,8 @@ pub struct ModelFigures {
     pub threads: usize,
     /// Parse + optimize + plan time, ms.
     pub load_time_ms: f64,
+    /// lookout's own int8 path in the model (`None` for a float model).
+    pub int8_path: Option<String>,
 }
 
 /// Frame counters of a run.

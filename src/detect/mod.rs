@@ -4,6 +4,7 @@
 pub mod ceiling;
 pub mod decode;
 pub mod embedded;
+pub mod int8;
 pub mod labels;
 pub mod nms;
 
@@ -151,6 +152,9 @@ pub struct ModelInfo {
     pub threads: usize,
     /// Time to parse, type, optimize and plan the model.
     pub load_time: Duration,
+    /// lookout's own int8 path in this model, e.g. "own int8 packing: 34 of 34 packs"
+    /// (`None` for a float model).
+    pub int8_path: Option<String>,
 }
 
 type Plan = Arc<TypedSimplePlan>;
@@ -424,10 +428,18 @@ impl Detector {
             model: name.clone(),
             reason,
         };
-        let plan = model
+        let mut optimized = model
             .into_optimized()
-            .and_then(|m| m.into_runnable())
             .map_err(|e| wrong(format!("tract cannot optimize it: {}", first_line(&e))))?;
+        let int8 = int8::install(&mut optimized).map_err(|e| {
+            wrong(format!(
+                "lookout's int8 path cannot take it: {}",
+                first_line(&e)
+            ))
+        })?;
+        let plan = optimized
+            .into_runnable()
+            .map_err(|e| wrong(format!("tract cannot plan it: {}", first_line(&e))))?;
         let threads = match &executor {
             Executor::MultiThread(p) => p.current_num_threads(),
             _ => 1,
@@ -439,13 +451,18 @@ impl Detector {
             datum,
             threads,
             load_time: t0.elapsed(),
+            int8_path: int8.describe(),
         };
         log::info!(
-            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms{}",
+            "model {} loaded: input {}x{}, {}{}, {} thread(s), load+optimize {:.0} ms{}",
             info.name,
             info.input_w,
             info.input_h,
             info.datum,
+            info.int8_path
+                .as_deref()
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default(),
             info.threads,
             info.load_time.as_secs_f64() * 1e3,
             cfg.model

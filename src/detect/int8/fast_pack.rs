@@ -1,0 +1,377 @@
+//! `FastPackI8`: stands in for tract's `OptMatMulPack` on int8 activations and writes the same
+//! packed panels with [`super::pack`], split over the model's threads.
+
+use rayon::prelude::*;
+use tract_linalg::multithread::{current_tract_executor, Executor};
+use tract_onnx::tract_core::internal::*;
+use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
+use tract_onnx::tract_core::tract_linalg::mmm::{
+    EagerPackedInput, MMMInputFormat, MMMInputValue, PackedExoticFact, PackedMatrixStorage,
+};
+use tract_onnx::tract_core::tract_linalg::pack::{PackedFormat, PackedI8K4};
+
+use super::pack::{self, Layout, Source};
+
+/// Below this many packed bytes per call the work stays on the calling thread.
+const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+/// The op that replaces one `OptMatMulPack` (one packer, int8, mn contiguous).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FastPackI8 {
+    /// The op it replaces: its output facts are ours, and it runs whenever an input does not
+    /// have the expected layout (never, for a typed model's contiguous tensors).
+    inner: OptMatMulPack,
+    /// tract's packing format (copied into every packed value).
+    format: Box<dyn MMMInputFormat>,
+    layout: Layout,
+    k_axis: usize,
+    mn_axis: usize,
+}
+
+impl FastPackI8 {
+    /// Builds the replacement for `op`, whose input fact is `input` and output fact `output`;
+    /// `None` when the op is not one this packer reproduces (not int8, several packers, an
+    /// unknown format, or mn not the innermost axis).
+    pub fn for_op(op: &OptMatMulPack, input: &TypedFact, output: &TypedFact) -> Option<Self> {
+        if input.datum_type.size_of() != 1 || !input.datum_type.unquantized().is_integer() {
+            return None;
+        }
+        let fact = output
+            .exotic_fact
+            .as_ref()?
+            .downcast_ref::<tract_onnx::tract_core::ops::matmul::pack::DynPackedExoticFact>(
+        )?;
+        if fact.packers.len() != 1 {
+            return None;
+        }
+        let format = fact.packers[0].clone();
+        let layout = layout_of(&*format)?;
+        let mapping = op.axes_mapping(&[input], &[output]).ok()?;
+        let axis_of = |repr: char| -> Option<usize> {
+            mapping
+                .iter_all_axes()
+                .find(|a| a.repr == repr)
+                .and_then(|a| a.inputs[0].first().copied())
+        };
+        let (k_axis, mn_axis) = (axis_of('K')?, axis_of('M')?);
+        if mn_axis + 1 != input.rank() || k_axis == mn_axis {
+            return None;
+        }
+        Some(FastPackI8 {
+            inner: op.clone(),
+            format,
+            layout,
+            k_axis,
+            mn_axis,
+        })
+    }
+
+    fn pack_all(&self, input: &Tensor) -> TractResult<Option<Tensor>> {
+        let shape = input.shape();
+        let strides = input.strides();
+        if strides[self.mn_axis] != 1 || strides[self.k_axis] < 0 {
+            return Ok(None);
+        }
+        let (k, mn) = (shape[self.k_axis], shape[self.mn_axis]);
+        let row_stride = strides[self.k_axis] as usize;
+        let pl = self.layout.panel_len(k);
+        let panels = self.layout.panels(mn);
+        // SAFETY: an int8 tensor's storage is `len()` initialised bytes.
+        let bytes: &[u8] = unsafe { input.as_slice_unchecked::<u8>() };
+        let mut batch_shape: TVec<usize> = shape.into();
+        batch_shape[self.k_axis] = 1;
+        batch_shape[self.mn_axis] = 1;
+        // Byte offset of every batch item (all axes but k and mn), in row-major order: the
+        // order `PackedMatrixStorage::new_batched` expects.
+        let mut items: Vec<usize> = vec![0];
+        for (axis, &n) in batch_shape.iter().enumerate() {
+            if n > 1 {
+                let s = strides[axis] as usize;
+                items = items
+                    .iter()
+                    .flat_map(|&o| (0..n).map(move |i| o + i * s))
+                    .collect();
+            }
+        }
+        let align = match self.layout {
+            Layout::Plain { align, .. } => align.max(16),
+            Layout::K4 { .. } => 16,
+        };
+        let layout = std::alloc::Layout::from_size_align(panels * pl, align)?;
+        let mut blobs: Vec<Blob> = items
+            .iter()
+            .map(|_| {
+                // SAFETY: `layout` is a valid layout (checked above); the bytes are zeroed
+                // before anything reads or hands them out.
+                let mut blob = unsafe { Blob::for_layout(layout) };
+                blob.as_bytes_mut().fill(0);
+                blob
+            })
+            .collect();
+        // Work units: runs of panels of one item, about 16 KB each.
+        let per_unit = (16 * 1024 / pl.max(1)).max(1);
+        let mut units: Vec<(usize, usize, &mut [u8])> = Vec::new();
+        for (item, blob) in blobs.iter_mut().enumerate() {
+            for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
+                units.push((item, j * per_unit, chunk));
+            }
+        }
+        let layout = self.layout;
+        let run = |(item, first, out): &mut (usize, usize, &mut [u8])| -> bool {
+            let src = Source {
+                data: &bytes[items[*item]..],
+                k,
+                mn,
+                row_stride,
+            };
+            pack::pack(layout, &src, *first, out)
+        };
+        let total = panels * pl * items.len();
+        let ok = match current_tract_executor() {
+            Executor::MultiThread(pool)
+                if pool.current_num_threads() > 1 && total >= PARALLEL_MIN_BYTES =>
+            {
+                pool.install(|| units.par_iter_mut().all(run))
+            }
+            _ => units.iter_mut().all(run),
+        };
+        if !ok {
+            return Ok(None);
+        }
+        let values: TVec<Box<dyn MMMInputValue>> = blobs
+            .into_iter()
+            .map(|blob| {
+                Box::new(EagerPackedInput {
+                    fact: PackedExoticFact {
+                        format: self.format.clone(),
+                        mn: mn.to_dim(),
+                        k,
+                    },
+                    packed: Arc::new(blob),
+                    panel_bytes: pl,
+                    mn,
+                }) as Box<dyn MMMInputValue>
+            })
+            .collect();
+        let out_shape = self.inner.output_shape(shape);
+        Ok(Some(
+            PackedMatrixStorage::new_batched(&out_shape, values).into_tensor(input.datum_type()),
+        ))
+    }
+}
+
+/// The panel layout of a tract packing format, when it is one [`pack`] writes.
+pub fn layout_of(format: &dyn MMMInputFormat) -> Option<Layout> {
+    if let Some(f) = format.downcast_ref::<PackedI8K4>() {
+        return Some(Layout::K4 { r: f.r });
+    }
+    if let Some(f) = format.downcast_ref::<PackedFormat>() {
+        if f.dt.size_of() == 1 && f.dt.unquantized().is_integer() {
+            return Some(Layout::Plain {
+                r: f.r,
+                align: f.alignment_bytes,
+                pad_records: f.end_padding_record,
+            });
+        }
+    }
+    None
+}
+
+impl Op for FastPackI8 {
+    fn name(&self) -> StaticName {
+        "FastPackI8".into()
+    }
+
+    fn info(&self) -> TractResult<Vec<String>> {
+        Ok(vec![format!(
+            "{:?} (lookout's packer for tract's {}). k axis: {}, mn axis: {}",
+            self.layout, self.format, self.k_axis, self.mn_axis
+        )])
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for FastPackI8 {
+    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        if let [input] = &*inputs {
+            if let Some(t) = self.pack_all(input)? {
+                return Ok(tvec!(t.into_tvalue()));
+            }
+        }
+        self.inner.eval(ctx, inputs)
+    }
+
+    op_out_of_plan!();
+}
+
+impl TypedOp for FastPackI8 {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        self.inner.output_facts(inputs)
+    }
+
+    fn axes_mapping(
+        &self,
+        inputs: &[&TypedFact],
+        outputs: &[&TypedFact],
+    ) -> TractResult<AxesMapping> {
+        self.inner.axes_mapping(inputs, outputs)
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_onnx::tract_core::tract_linalg::mmm::MMMInputValue;
+
+    fn noise_i8(n: usize, seed: u64) -> Vec<i8> {
+        let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as i8
+            })
+            .collect()
+    }
+
+    /// The bytes of every packed value of a `PackedMatrixStorage` tensor, with the region each
+    /// layout defines (Plain: the data records of each panel; K4: everything).
+    fn packed_items(t: &Tensor, layout: Layout) -> Vec<Vec<u8>> {
+        let storage = t
+            .try_storage_as::<PackedMatrixStorage>()
+            .expect("packed storage");
+        storage
+            .values()
+            .iter()
+            .map(|v| {
+                let e = v
+                    .downcast_ref::<EagerPackedInput>()
+                    .expect("eager packed input");
+                defined(e.packed.as_bytes(), layout, e.fact.k, e.mn)
+            })
+            .collect()
+    }
+
+    fn defined(bytes: &[u8], layout: Layout, k: usize, mn: usize) -> Vec<u8> {
+        let pl = layout.panel_len(k);
+        assert_eq!(bytes.len(), pl * layout.panels(mn), "packed length");
+        match layout {
+            Layout::K4 { .. } => bytes.to_vec(),
+            Layout::Plain { r, .. } => bytes
+                .chunks_exact(pl)
+                .flat_map(|p| p[..k * r].iter().copied())
+                .collect(),
+        }
+    }
+
+    fn one_value(v: &dyn MMMInputValue) -> &EagerPackedInput {
+        v.downcast_ref::<EagerPackedInput>().expect("eager")
+    }
+
+    /// Our packer against tract's own, for every format lookout can meet on a Pi or a PC
+    /// (K4 for the dot-product kernels, 8- and 4-lane plain panels), on random int8 matrices of
+    /// the shipped models' geometries and odd ones, at byte level.
+    #[test]
+    fn equals_tract_packers_byte_for_byte() {
+        let formats: Vec<Box<dyn MMMInputFormat>> = vec![
+            Box::new(PackedI8K4::new(8)),
+            Box::new(PackedI8K4::new(16)),
+            Box::new(PackedFormat::new(DatumType::I8, 8, 16)),
+            Box::new(PackedFormat::new(DatumType::I8, 8, 1).with_end_padding_record(0)),
+            Box::new(PackedFormat::new(DatumType::I8, 4, 4)),
+        ];
+        // (k, mn): 3x3 i2c convs (k = 9·C) on 52/26/13-wide rows, 1x1 convs, the stem's 27,
+        // and odd shapes (k not a multiple of 4, mn under one panel).
+        let shapes = [
+            (864, 52),
+            (1152, 26),
+            (96, 52),
+            (27, 208),
+            (2160, 13),
+            (5, 3),
+            (7, 9),
+            (1, 17),
+            (130, 33),
+        ];
+        for format in &formats {
+            let layout = layout_of(&**format).expect("a layout we write");
+            for &(k, mn) in &shapes {
+                let data = noise_i8(k * mn, (k * 1000 + mn) as u64);
+                let t = Tensor::from_shape(&[k, mn], &data).unwrap();
+                let theirs = format.prepare_one_view(&t.view(), 0, 1).unwrap();
+                let theirs = one_value(&*theirs);
+                assert_eq!(theirs.panel_bytes, layout.panel_len(k), "{format:?} k={k}");
+                let mut ours = vec![0xA5; layout.panel_len(k) * layout.panels(mn)];
+                // SAFETY: an i8 slice viewed as the same number of u8.
+                let bytes = unsafe { t.as_slice_unchecked::<u8>() };
+                let src = Source {
+                    data: bytes,
+                    k,
+                    mn,
+                    row_stride: mn,
+                };
+                assert!(pack::pack(layout, &src, 0, &mut ours));
+                assert_eq!(
+                    defined(theirs.packed.as_bytes(), layout, k, mn),
+                    defined(&ours, layout, k, mn),
+                    "{format:?} k={k} mn={mn}"
+                );
+            }
+        }
+    }
+
+    /// Every int8 pack of the shipped models, as tract optimized them on this CPU: our op and
+    /// the `OptMatMulPack` it replaces, on the same random input, give the same packed bytes
+    /// for every batch item, with the same facts; on 1 and on 2 threads.
+    #[test]
+    fn replaces_every_pack_of_the_shipped_models_exactly() {
+        for (file, size) in [
+            ("models/nanodet-g-416-int8.onnx", 416),
+            ("models/nanodet-g-320-int8.onnx", 320),
+        ] {
+            let model = super::super::tests::optimized(file, size);
+            let mut seen = 0;
+            for node in model.nodes() {
+                let Some(op) = node.op_as::<OptMatMulPack>() else {
+                    continue;
+                };
+                let input = model.outlet_fact(node.inputs[0]).unwrap();
+                let ours = FastPackI8::for_op(op, input, &node.outputs[0].fact)
+                    .unwrap_or_else(|| panic!("{file}: {} not taken", node.name));
+                assert_eq!(
+                    ours.output_facts(&[input]).unwrap(),
+                    op.output_facts(&[input]).unwrap()
+                );
+                let shape: Vec<usize> = input.shape.as_concrete().unwrap().to_vec();
+                let data = noise_i8(shape.iter().product(), node.id as u64);
+                let x = Tensor::from_shape(&shape, &data)
+                    .unwrap()
+                    .cast_to_dt(input.datum_type)
+                    .unwrap()
+                    .into_owned();
+                let ctx = EvalContext::out_of_plan();
+                let theirs = op.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
+                let want = packed_items(&theirs[0], ours.layout);
+                for threads in [1, 2] {
+                    let got = tract_linalg::multithread::multithread_tract_scope(
+                        Executor::multithread(threads),
+                        || ours.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap(),
+                    );
+                    assert_eq!(got[0].shape(), theirs[0].shape(), "{}", node.name);
+                    assert_eq!(
+                        packed_items(&got[0], ours.layout),
+                        want,
+                        "{file}: {} on {threads} thread(s)",
+                        node.name
+                    );
+                }
+                seen += 1;
+            }
+            assert!(seen >= 30, "{file}: only {seen} int8 packs");
+        }
+    }
+}

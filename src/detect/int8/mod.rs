@@ -1,0 +1,190 @@
+//! lookout's own int8 path inside tract: ops that replace parts of tract's int8 lowering in an
+//! optimized model, through tract's public API (no fork), with identical results.
+//!
+//! Today: [`fast_pack::FastPackI8`] replaces tract's activation packing (`OptMatMulPack`) for
+//! int8 matmuls. `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own packing, for
+//! before/after comparisons with one binary.
+
+pub mod fast_pack;
+pub mod pack;
+
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
+
+/// What [`install`] changed in a model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// int8 activation packs now done by lookout's packer.
+    pub packs_ours: usize,
+    /// int8 activation packs in the model (ours + tract's).
+    pub packs_int8: usize,
+}
+
+impl Report {
+    /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 packing:
+    /// 34 of 34 packs"; `None` for a model without int8 packing (FP32).
+    pub fn describe(&self) -> Option<String> {
+        (self.packs_int8 > 0).then(|| {
+            format!(
+                "own int8 packing: {} of {} packs{}",
+                self.packs_ours,
+                self.packs_int8,
+                if self.packs_ours == 0 && tract_packing_forced() {
+                    " (LOOKOUT_INT8_PACK=tract)"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+}
+
+/// True when the environment asks for tract's own packing (`LOOKOUT_INT8_PACK=tract`).
+pub fn tract_packing_forced() -> bool {
+    std::env::var("LOOKOUT_INT8_PACK").is_ok_and(|v| v == "tract")
+}
+
+/// Replaces, in an optimized model, every int8 `OptMatMulPack` that lookout's packer
+/// reproduces with [`fast_pack::FastPackI8`], unless the environment asks for tract's packing.
+/// Anything else is left to tract.
+pub fn install(model: &mut TypedModel) -> TractResult<Report> {
+    install_with(model, !tract_packing_forced())
+}
+
+/// [`install`] with the choice made by the caller: `ours` false only counts the int8 packs.
+pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
+    let mut report = Report::default();
+    let forced = !ours;
+    let mut patch = TypedModelPatch::default();
+    for node in model.nodes() {
+        let Some(op) = node.op_as::<OptMatMulPack>() else {
+            continue;
+        };
+        let input = model.outlet_fact(node.inputs[0])?;
+        if input.datum_type.size_of() != 1 {
+            continue;
+        }
+        report.packs_int8 += 1;
+        if forced {
+            continue;
+        }
+        let Some(ours) = fast_pack::FastPackI8::for_op(op, input, &node.outputs[0].fact) else {
+            continue;
+        };
+        let tapped = patch.tap_model(model, node.inputs[0])?;
+        let wire = patch.wire_node(format!("{}.lookout", node.name), ours, &[tapped])?;
+        patch.shunt_outside(model, node.id.into(), wire[0])?;
+        report.packs_ours += 1;
+    }
+    if report.packs_ours > 0 {
+        patch.apply(model)?;
+        // The replaced nodes are now dead; drop them so the plan does not run both.
+        *model = std::mem::take(model).into_compact()?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{typed_model, DetectorConfig, ModelSource};
+    use std::path::PathBuf;
+
+    /// The shipped INT8 model, typed and optimized by tract, not yet touched by lookout.
+    pub(super) fn optimized(file: &str, size: u32) -> TypedModel {
+        let cfg = DetectorConfig {
+            model: ModelSource::File(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file)),
+            input_size: Some((size, size)),
+            ..DetectorConfig::default()
+        };
+        let typed = typed_model(&cfg).unwrap_or_else(|e| panic!("{file}: {e}"));
+        typed.model.into_optimized().expect("optimize")
+    }
+
+    fn outputs(model: TypedModel, input: &Tensor) -> Vec<Tensor> {
+        let plan = model.into_runnable().expect("plan");
+        plan.run(tvec!(input.clone().into()))
+            .expect("run")
+            .into_iter()
+            .map(|t| t.into_tensor())
+            .collect()
+    }
+
+    /// A camera-like input: smooth gradients plus noise, in the model's value range.
+    fn input(size: usize) -> Tensor {
+        let mut s = 12345u32;
+        let data: Vec<f32> = (0..3 * size * size)
+            .map(|i| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let (c, y, x) = (i / (size * size), (i / size) % size, i % size);
+                let smooth = ((x as f32 * 0.05 + c as f32).sin() + (y as f32 * 0.03).cos()) * 0.8;
+                smooth + (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect();
+        Tensor::from_shape(&[1, 3, size, size], &data).expect("tensor")
+    }
+
+    #[test]
+    fn shipped_int8_models_give_bit_identical_outputs_with_our_packing() {
+        for (file, size) in [
+            ("models/nanodet-g-416-int8.onnx", 416),
+            ("models/nanodet-g-320-int8.onnx", 320),
+        ] {
+            let x = input(size as usize);
+            let theirs = optimized(file, size);
+            let mut ours = theirs.clone();
+            let report = install_with(&mut ours, true).expect("install");
+            assert!(report.packs_int8 > 0, "{file}: no int8 pack found");
+            assert_eq!(
+                report.packs_ours, report.packs_int8,
+                "{file}: some int8 packs were left to tract"
+            );
+            let ours_n = ours
+                .nodes()
+                .iter()
+                .filter(|n| n.op_is::<fast_pack::FastPackI8>())
+                .count();
+            assert_eq!(ours_n, report.packs_ours, "{file}: nodes in the plan");
+            let counted = install_with(&mut theirs.clone(), false).expect("count");
+            assert_eq!(counted.packs_ours, 0);
+            assert_eq!(counted.packs_int8, report.packs_int8);
+            let (a, b) = (outputs(theirs, &x), outputs(ours, &x));
+            assert_eq!(a.len(), 6);
+            for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+                let a: Vec<f32> = a
+                    .to_plain_array_view::<f32>()
+                    .unwrap()
+                    .iter()
+                    .copied()
+                    .collect();
+                let b: Vec<f32> = b
+                    .to_plain_array_view::<f32>()
+                    .unwrap()
+                    .iter()
+                    .copied()
+                    .collect();
+                let same = a
+                    .iter()
+                    .zip(b)
+                    .filter(|(x, y)| x.to_bits() == y.to_bits())
+                    .count();
+                assert_eq!(
+                    same,
+                    a.len(),
+                    "{file}: output {i} differs in {} values",
+                    a.len() - same
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_float_model_has_nothing_to_replace() {
+        let mut m = optimized("models/nanodet-g-416-fp32.onnx", 320);
+        let report = install_with(&mut m, true).expect("install");
+        assert_eq!(report, Report::default());
+        assert_eq!(report.describe(), None);
+    }
+}

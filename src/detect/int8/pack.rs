@@ -1,0 +1,428 @@
+//! Packing int8 activations into the panel layouts of tract's int8 matrix kernels, fast.
+//!
+//! tract packs the activation side (B) of every int8 matmul before the kernel runs. For the
+//! layouts lookout's models produce — `k` rows, each holding `mn` contiguous bytes (NCHW
+//! channels × pixels) — tract 0.23.9 writes one byte at a time: `PackedI8K4::pack_view` (the
+//! dot-product kernels: Pi 5, x86 VNNI) and `PackedFormat::pack_t` for 8-bit panels narrower
+//! than 16 bytes (`KOutWriter`: Pi 4 aarch64, armv7, x86 AVX2). On a Pi 5 that byte loop was
+//! 30 % of an INT8 inference, on a Pi 4 16 % (models/README.md, ARM figures).
+//!
+//! The layouts, for panel `p` of `r` lanes (`m` = lane, `k` = depth):
+//! - **K4** (`PackedI8K4{r}`): `out[p·P + (k/4)·4r + 4m + k%4] = src[k][p·r + m]`,
+//!   `P = ⌈k/4⌉·4·r`; lanes past `mn` and depths past `k` are zero.
+//! - **Plain** (`PackedFormat{I8, r, align, pad}`): `out[p·P + k·r + m] = src[k][p·r + m]`,
+//!   `P = ⌈(k + pad)·r / align⌉·align`; everything past the data is zero here (tract leaves
+//!   the padding records uninitialised; its kernels never read them into results).
+//!
+//! Each layout has a bounds-checked portable packer and, for 8-lane panels, a SIMD one (SSE2 on
+//! x86_64, NEON on aarch64) that the tests compare byte for byte with the portable twin and
+//! with tract's own packer.
+
+/// Which panel layout to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// tract's `PackedI8K4 { r }`: four consecutive depths per lane (dot-product kernels).
+    K4 {
+        /// Lanes per panel.
+        r: usize,
+    },
+    /// tract's `PackedFormat { dt: I8, r, alignment_bytes, end_padding_record }`.
+    Plain {
+        /// Lanes per panel.
+        r: usize,
+        /// Panel length is a multiple of this many bytes.
+        align: usize,
+        /// Extra depth records of padding at the end of each panel.
+        pad_records: usize,
+    },
+}
+
+impl Layout {
+    /// Lanes per panel.
+    pub fn r(&self) -> usize {
+        match *self {
+            Layout::K4 { r } | Layout::Plain { r, .. } => r,
+        }
+    }
+
+    /// Bytes of one panel for depth `k`.
+    pub fn panel_len(&self, k: usize) -> usize {
+        match *self {
+            Layout::K4 { r } => k.div_ceil(4) * 4 * r,
+            Layout::Plain {
+                r,
+                align,
+                pad_records,
+            } => ((k + pad_records) * r).div_ceil(align.max(1)) * align.max(1),
+        }
+    }
+
+    /// Panels needed for `mn` lanes.
+    pub fn panels(&self, mn: usize) -> usize {
+        mn.div_ceil(self.r())
+    }
+}
+
+/// A k-major int8 matrix: `k` rows of `mn` contiguous bytes, row `i` at `data[i·row_stride..]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'a> {
+    /// The bytes (int8 values as stored).
+    pub data: &'a [u8],
+    /// Depth (rows).
+    pub k: usize,
+    /// Lanes (bytes per row).
+    pub mn: usize,
+    /// Distance between rows, in bytes (≥ `mn`).
+    pub row_stride: usize,
+}
+
+impl Source<'_> {
+    /// True when every row lies inside `data`.
+    pub fn is_valid(&self) -> bool {
+        self.row_stride >= self.mn
+            && (self.k == 0
+                || (self.k - 1)
+                    .checked_mul(self.row_stride)
+                    .and_then(|o| o.checked_add(self.mn))
+                    .is_some_and(|end| end <= self.data.len()))
+    }
+}
+
+/// Packs panels `first..first + out.len() / panel_len` of `src` into `out` (whole panels, zero
+/// padding included), with the portable bounds-checked code. Returns `false` (writing nothing)
+/// when `out` is not a whole number of panels or `src` is not valid.
+pub fn pack_portable(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
+    let pl = layout.panel_len(src.k);
+    if !src.is_valid() || pl == 0 || out.len() % pl != 0 {
+        return false;
+    }
+    let r = layout.r();
+    for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
+        panel.fill(0);
+        let m0 = (first + i) * r;
+        let pw = r.min(src.mn.saturating_sub(m0));
+        for kk in 0..src.k {
+            let row = &src.data[kk * src.row_stride + m0..][..pw];
+            match layout {
+                Layout::K4 { r } => {
+                    let block = &mut panel[(kk / 4) * 4 * r..][..4 * r];
+                    for (m, &v) in row.iter().enumerate() {
+                        block[4 * m + kk % 4] = v;
+                    }
+                }
+                Layout::Plain { r, .. } => panel[kk * r..][..pw].copy_from_slice(row),
+            }
+        }
+    }
+    true
+}
+
+/// Packs like [`pack_portable`], with SIMD for full 8-lane panels where this CPU has it; the
+/// result is byte-identical (tests).
+pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
+    let pl = layout.panel_len(src.k);
+    if !src.is_valid() || pl == 0 || out.len() % pl != 0 {
+        return false;
+    }
+    match layout {
+        Layout::K4 { r: 8 } => {
+            for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
+                let m0 = (first + i) * 8;
+                if m0 + 8 <= src.mn {
+                    k4_r8_full_panel(src, m0, panel);
+                } else {
+                    pack_portable(layout, src, first + i, panel);
+                }
+            }
+        }
+        Layout::Plain { r, .. } => {
+            // One `r`-byte copy per depth: the compiler turns it into one load and one store.
+            for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
+                let m0 = (first + i) * r;
+                if m0 + r <= src.mn {
+                    let (body, tail) = panel.split_at_mut(src.k * r);
+                    for (kk, dst) in body.chunks_exact_mut(r).enumerate() {
+                        dst.copy_from_slice(&src.data[kk * src.row_stride + m0..][..r]);
+                    }
+                    tail.fill(0);
+                } else {
+                    pack_portable(layout, src, first + i, panel);
+                }
+            }
+        }
+        _ => return pack_portable(layout, src, first, out),
+    }
+    true
+}
+
+/// One full 8-lane K4 panel (lanes `m0..m0 + 8` all inside `src.mn`).
+fn k4_r8_full_panel(src: &Source, m0: usize, panel: &mut [u8]) {
+    let k4 = src.k / 4;
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        // The last row read is row 4·k4 − 1 at bytes m0..m0 + 8; the caller guarantees m0 + 8
+        // ≤ mn and `src.is_valid()`, so all reads are inside `src.data`. Writes: 32 bytes per
+        // block, k4 blocks ≤ panel.len() / 32.
+        debug_assert!(m0 + 8 <= src.mn && src.is_valid() && panel.len() >= k4 * 32);
+        if k4 > 0 {
+            // SAFETY: bounds as argued above: every 8-byte read starts at
+            // (4·b + j)·row_stride + m0 with 4·b + j < k and m0 + 8 ≤ mn, so it ends at or
+            // before (k − 1)·row_stride + mn ≤ data.len(); every 32-byte write ends at or
+            // before 32·k4 ≤ panel.len().
+            unsafe {
+                simd::k4_r8_blocks(
+                    src.data.as_ptr(),
+                    src.row_stride,
+                    m0,
+                    k4,
+                    panel.as_mut_ptr(),
+                )
+            };
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    for b in 0..k4 {
+        k4_r8_block_portable(src, m0, b, &mut panel[b * 32..][..32]);
+    }
+    // The depth tail (k % 4 rows) and the zero padding after the data.
+    let done = k4 * 32;
+    panel[done..].fill(0);
+    for kk in k4 * 4..src.k {
+        let row = &src.data[kk * src.row_stride + m0..][..8];
+        for (m, &v) in row.iter().enumerate() {
+            panel[done + 4 * m + kk % 4] = v;
+        }
+    }
+}
+
+/// The portable twin of one SIMD K4 block: depths `4b..4b + 4`, lanes `m0..m0 + 8`.
+#[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
+fn k4_r8_block_portable(src: &Source, m0: usize, b: usize, out: &mut [u8]) {
+    for j in 0..4 {
+        let row = &src.data[(4 * b + j) * src.row_stride + m0..][..8];
+        for (m, &v) in row.iter().enumerate() {
+            out[4 * m + j] = v;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    /// Writes `blocks` K4 blocks of 8 lanes: block `b` interleaves rows `4b..4b + 4` (8 bytes
+    /// each, from `base + row·stride + m0`) into 32 bytes at `out + 32·b`.
+    ///
+    /// # Safety
+    /// Every read `base + (4b + j)·stride + m0 .. + 8` and every write `out + 32b .. + 32`,
+    /// for `b < blocks`, `j < 4`, must be in bounds.
+    pub(super) unsafe fn k4_r8_blocks(
+        base: *const u8,
+        stride: usize,
+        m0: usize,
+        blocks: usize,
+        out: *mut u8,
+    ) {
+        for b in 0..blocks {
+            // SAFETY: the caller guarantees these reads and writes are in bounds; SSE2 is part
+            // of x86_64; unaligned loads and stores are used throughout.
+            unsafe {
+                let row = |j: usize| base.add((4 * b + j) * stride + m0) as *const __m128i;
+                let a = _mm_loadl_epi64(row(0));
+                let bb = _mm_loadl_epi64(row(1));
+                let c = _mm_loadl_epi64(row(2));
+                let d = _mm_loadl_epi64(row(3));
+                let ab = _mm_unpacklo_epi8(a, bb); // a0 b0 a1 b1 … a7 b7
+                let cd = _mm_unpacklo_epi8(c, d); // c0 d0 … c7 d7
+                let lo = _mm_unpacklo_epi16(ab, cd); // lanes 0..4: a b c d each
+                let hi = _mm_unpackhi_epi16(ab, cd); // lanes 4..8
+                let o = out.add(32 * b) as *mut __m128i;
+                _mm_storeu_si128(o, lo);
+                _mm_storeu_si128(o.add(1), hi);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod simd {
+    use std::arch::aarch64::*;
+
+    /// Writes `blocks` K4 blocks of 8 lanes: block `b` interleaves rows `4b..4b + 4` (8 bytes
+    /// each, from `base + row·stride + m0`) into 32 bytes at `out + 32·b` (`st4`).
+    ///
+    /// # Safety
+    /// Every read `base + (4b + j)·stride + m0 .. + 8` and every write `out + 32b .. + 32`,
+    /// for `b < blocks`, `j < 4`, must be in bounds.
+    pub(super) unsafe fn k4_r8_blocks(
+        base: *const u8,
+        stride: usize,
+        m0: usize,
+        blocks: usize,
+        out: *mut u8,
+    ) {
+        for b in 0..blocks {
+            // SAFETY: the caller guarantees these reads and writes are in bounds; NEON is
+            // part of aarch64; `vld1_u8`/`vst4_u8` have no alignment requirement.
+            unsafe {
+                let row = |j: usize| base.add((4 * b + j) * stride + m0);
+                let v = uint8x8x4_t(
+                    vld1_u8(row(0)),
+                    vld1_u8(row(1)),
+                    vld1_u8(row(2)),
+                    vld1_u8(row(3)),
+                );
+                vst4_u8(out.add(32 * b), v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noise(n: usize, seed: u32) -> Vec<u8> {
+        let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s >> 7) as u8
+            })
+            .collect()
+    }
+
+    fn layouts() -> Vec<Layout> {
+        vec![
+            Layout::K4 { r: 8 },
+            Layout::K4 { r: 16 },
+            Layout::K4 { r: 4 },
+            Layout::Plain {
+                r: 8,
+                align: 1,
+                pad_records: 1,
+            },
+            Layout::Plain {
+                r: 8,
+                align: 16,
+                pad_records: 1,
+            },
+            Layout::Plain {
+                r: 4,
+                align: 4,
+                pad_records: 0,
+            },
+        ]
+    }
+
+    #[test]
+    fn simd_and_portable_agree_on_odd_shapes() {
+        for layout in layouts() {
+            for &(k, mn, extra) in &[
+                (1, 1, 0),
+                (3, 7, 0),
+                (4, 8, 0),
+                (5, 9, 3),
+                (27, 52, 0),
+                (864, 52, 0),
+                (97, 13, 5),
+                (16, 17, 1),
+            ] {
+                let stride = mn + extra;
+                let data = noise(k * stride, (k * 31 + mn) as u32);
+                let src = Source {
+                    data: &data,
+                    k,
+                    mn,
+                    row_stride: stride,
+                };
+                let pl = layout.panel_len(k);
+                let n = layout.panels(mn);
+                let mut a = vec![0xAA; n * pl];
+                let mut b = vec![0x55; n * pl];
+                assert!(pack_portable(layout, &src, 0, &mut a));
+                assert!(pack(layout, &src, 0, &mut b));
+                assert_eq!(a, b, "{layout:?} k={k} mn={mn} stride={stride}");
+                // Panels packed from the middle equal the same panels of the whole.
+                if n > 1 {
+                    let mut c = vec![0x11; (n - 1) * pl];
+                    assert!(pack(layout, &src, 1, &mut c));
+                    assert_eq!(&a[pl..], &c[..]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn portable_follows_the_documented_layouts() {
+        let (k, mn) = (6, 10);
+        let data: Vec<u8> = (0..(k * mn) as u8).collect();
+        let src = Source {
+            data: &data,
+            k,
+            mn,
+            row_stride: mn,
+        };
+        let at = |kk: usize, m: usize| data[kk * mn + m];
+        let l = Layout::K4 { r: 8 };
+        let pl = l.panel_len(k);
+        assert_eq!(pl, 8 * 8);
+        let mut out = vec![0xFF; 2 * pl];
+        assert!(pack_portable(l, &src, 0, &mut out));
+        for p in 0..2 {
+            for kk in 0..8 {
+                for m in 0..8 {
+                    let want = if kk < k && p * 8 + m < mn {
+                        at(kk, p * 8 + m)
+                    } else {
+                        0
+                    };
+                    assert_eq!(out[p * pl + (kk / 4) * 32 + 4 * m + kk % 4], want);
+                }
+            }
+        }
+        let l = Layout::Plain {
+            r: 8,
+            align: 16,
+            pad_records: 1,
+        };
+        let pl = l.panel_len(k);
+        assert_eq!(pl, 64);
+        let mut out = vec![0xFF; 2 * pl];
+        assert!(pack_portable(l, &src, 0, &mut out));
+        for p in 0..2 {
+            for kk in 0..k {
+                for m in 0..8 {
+                    let want = if p * 8 + m < mn { at(kk, p * 8 + m) } else { 0 };
+                    assert_eq!(out[p * pl + kk * 8 + m], want);
+                }
+            }
+            assert!(out[p * pl + k * 8..(p + 1) * pl].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn refuses_what_does_not_fit() {
+        let data = vec![0u8; 10];
+        let src = Source {
+            data: &data,
+            k: 3,
+            mn: 4,
+            row_stride: 4,
+        };
+        let l = Layout::K4 { r: 8 };
+        let mut out = vec![0; l.panel_len(3)];
+        assert!(!pack(l, &src, 0, &mut out), "rows past the end of the data");
+        let src = Source {
+            data: &data,
+            k: 2,
+            mn: 4,
+            row_stride: 4,
+        };
+        let mut short = vec![0; l.panel_len(2) - 1];
+        assert!(!pack(l, &src, 0, &mut short), "not a whole panel");
+        assert!(!pack_portable(l, &src, 0, &mut short));
+    }
+}
