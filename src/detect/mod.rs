@@ -519,7 +519,11 @@ impl Detector {
         let mut raw = RawOutputs::default();
         for (i, t) in outputs.iter().enumerate() {
             let view = t.to_plain_array_view::<f32>().map_err(run_err)?;
-            let v: Vec<f32> = view.iter().copied().collect();
+            // Outputs are contiguous: one copy, not an n-dimensional walk per element.
+            let v: Vec<f32> = match view.as_slice() {
+                Some(s) => s.to_vec(),
+                None => view.iter().copied().collect(),
+            };
             if i % 2 == 0 {
                 raw.cls.push(v)
             } else {

@@ -117,42 +117,56 @@ pub fn pack_portable(layout: Layout, src: &Source, first: usize, out: &mut [u8])
     true
 }
 
-/// Packs like [`pack_portable`], with SIMD for full 8-lane panels where this CPU has it; the
-/// result is byte-identical (tests).
+/// Packs like [`pack_portable`], with SIMD for 8-lane K4 panels and fixed-size copies for
+/// 8-lane plain panels where this CPU has them; the result is byte-identical (tests). A last,
+/// partial panel is first gathered into a zero-padded 8-byte-wide scratch copy so it takes
+/// the same fast path.
 pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
     let pl = layout.panel_len(src.k);
     if !src.is_valid() || pl == 0 || out.len() % pl != 0 {
         return false;
     }
-    match layout {
-        Layout::K4 { r: 8 } => {
-            for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
-                let m0 = (first + i) * 8;
-                if m0 + 8 <= src.mn {
-                    k4_r8_full_panel(src, m0, panel);
-                } else {
-                    pack_portable(layout, src, first + i, panel);
-                }
+    if layout.r() != 8 {
+        return pack_portable(layout, src, first, out);
+    }
+    let mut scratch = Vec::new();
+    for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
+        let m0 = (first + i) * 8;
+        let pw = 8.min(src.mn.saturating_sub(m0));
+        let (src, m0) = if pw == 8 {
+            (*src, m0)
+        } else {
+            // The partial panel's lanes, zero-padded to 8, as a k × 8 matrix.
+            scratch.clear();
+            scratch.resize(src.k * 8, 0);
+            for (kk, row) in scratch.chunks_exact_mut(8).enumerate() {
+                row[..pw].copy_from_slice(&src.data[kk * src.row_stride + m0..][..pw]);
             }
+            let padded = Source {
+                data: &scratch,
+                k: src.k,
+                mn: 8,
+                row_stride: 8,
+            };
+            (padded, 0)
+        };
+        match layout {
+            Layout::K4 { .. } => k4_r8_full_panel(&src, m0, panel),
+            Layout::Plain { .. } => plain_r8_full_panel(&src, m0, panel),
         }
-        Layout::Plain { r, .. } => {
-            // One `r`-byte copy per depth: the compiler turns it into one load and one store.
-            for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
-                let m0 = (first + i) * r;
-                if m0 + r <= src.mn {
-                    let (body, tail) = panel.split_at_mut(src.k * r);
-                    for (kk, dst) in body.chunks_exact_mut(r).enumerate() {
-                        dst.copy_from_slice(&src.data[kk * src.row_stride + m0..][..r]);
-                    }
-                    tail.fill(0);
-                } else {
-                    pack_portable(layout, src, first + i, panel);
-                }
-            }
-        }
-        _ => return pack_portable(layout, src, first, out),
     }
     true
+}
+
+/// One full 8-lane plain panel: one 8-byte copy per depth (a single load and store).
+fn plain_r8_full_panel(src: &Source, m0: usize, panel: &mut [u8]) {
+    let (body, tail) = panel.split_at_mut(src.k * 8);
+    for (kk, dst) in body.chunks_exact_mut(8).enumerate() {
+        let from = kk * src.row_stride + m0;
+        let row: [u8; 8] = src.data[from..from + 8].try_into().unwrap_or([0; 8]);
+        dst.copy_from_slice(&row);
+    }
+    tail.fill(0);
 }
 
 /// One full 8-lane K4 panel (lanes `m0..m0 + 8` all inside `src.mn`).

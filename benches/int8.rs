@@ -1,0 +1,57 @@
+//! lookout's int8 activation packer against tract's own, per panel format and per geometry of
+//! the shipped INT8 model (one `OptMatMulPack` batch item: `k` rows of `mn` contiguous bytes).
+//! K4 is the dot-product kernels' layout (Pi 5, x86 VNNI); Plain(8) the 8-lane layout of the
+//! Pi 4's aarch64 kernel and x86 AVX2. Both sides write the same bytes (tests in
+//! `src/detect/int8/`); the ratio is what counts, on ARM as instructions (models/README.md).
+//!
+//! Run: `cargo bench --bench int8 -- --warm-up-time 1 --measurement-time 3`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lookout::detect::int8::fast_pack::layout_of;
+use lookout::detect::int8::pack::{pack, Source};
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::tract_linalg::mmm::MMMInputFormat;
+use tract_onnx::tract_core::tract_linalg::pack::{PackedFormat, PackedI8K4};
+
+fn bench_pack(c: &mut Criterion) {
+    let formats: Vec<(&str, Box<dyn MMMInputFormat>)> = vec![
+        ("k4r8", Box::new(PackedI8K4::new(8))),
+        ("plain8", Box::new(PackedFormat::new(DatumType::I8, 8, 16))),
+    ];
+    // 3x3 stride-1 i2c conv on a 52-wide row (k = 9·96), the 1x1 head convs, a 13-wide row.
+    let shapes = [(864usize, 52usize), (96, 52), (2160, 13)];
+    let mut g = c.benchmark_group("int8_pack");
+    for (fname, format) in &formats {
+        let layout = layout_of(&**format).expect("layout");
+        for &(k, mn) in &shapes {
+            let data: Vec<i8> = (0..k * mn).map(|i| (i * 7 % 251) as i8).collect();
+            let t = Tensor::from_shape(&[k, mn], &data).expect("tensor");
+            g.throughput(Throughput::Bytes((k * mn) as u64));
+            let id = format!("{fname}/{k}x{mn}");
+            g.bench_with_input(BenchmarkId::new("tract", &id), &t, |b, t| {
+                b.iter(|| black_box(format.prepare_one_view(&t.view(), 0, 1).expect("pack")))
+            });
+            g.bench_with_input(BenchmarkId::new("lookout", &id), &data, |b, data| {
+                let bytes: Vec<u8> = data.iter().map(|&v| v as u8).collect();
+                let src = Source {
+                    data: &bytes,
+                    k,
+                    mn,
+                    row_stride: mn,
+                };
+                b.iter(|| {
+                    // Like the op: a fresh zeroed buffer per call.
+                    let mut out = vec![0u8; layout.panel_len(k) * layout.panels(mn)];
+                    assert!(pack(layout, &src, 0, &mut out));
+                    black_box(out)
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_pack);
+criterion_main!(benches);
