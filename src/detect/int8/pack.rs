@@ -133,14 +133,32 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
     for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
         let m0 = (first + i) * 8;
         let pw = 8.min(src.mn.saturating_sub(m0));
+        if pw == 0 {
+            panel.fill(0);
+            continue;
+        }
         let (src, m0) = if pw == 8 {
             (*src, m0)
         } else {
             // The partial panel's lanes, zero-padded to 8, as a k × 8 matrix.
             scratch.clear();
             scratch.resize(src.k * 8, 0);
+            // One masked 8-byte read per row where 8 bytes are there to read (every row but
+            // the last ones), bytes one by one otherwise: no `memcpy` call per row.
+            let mask = u64::MAX >> (8 * (8 - pw));
             for (kk, row) in scratch.chunks_exact_mut(8).enumerate() {
-                row[..pw].copy_from_slice(&src.data[kk * src.row_stride + m0..][..pw]);
+                let from = kk * src.row_stride + m0;
+                match src.data.get(from..from + 8) {
+                    Some(b) => {
+                        let v = u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) & mask;
+                        row.copy_from_slice(&v.to_le_bytes());
+                    }
+                    None => {
+                        for (d, s) in row.iter_mut().zip(&src.data[from..from + pw]) {
+                            *d = *s;
+                        }
+                    }
+                }
             }
             let padded = Source {
                 data: &scratch,
