@@ -117,71 +117,80 @@ pub fn pack_portable(layout: Layout, src: &Source, first: usize, out: &mut [u8])
     true
 }
 
-/// Packs like [`pack_portable`], with SIMD for 8-lane K4 panels and fixed-size copies for
-/// 8-lane plain panels where this CPU has them; the result is byte-identical (tests). A last,
-/// partial panel is first gathered into a zero-padded 8-byte-wide scratch copy so it takes
-/// the same fast path.
+/// Packs like [`pack_portable`], with SIMD for 8-lane K4 panels and fixed-size copies for 8-
+/// and 4-lane plain panels (x86 AVX2 and the Pi 4's aarch64 kernel; armv7); the result is
+/// byte-identical (tests). A last, partial panel is first gathered into a zero-padded
+/// scratch copy as wide as a panel, so it takes the same path.
 pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
     let pl = layout.panel_len(src.k);
     if !src.is_valid() || pl == 0 || out.len() % pl != 0 {
         return false;
     }
-    if layout.r() != 8 {
-        return pack_portable(layout, src, first, out);
-    }
-    let mut scratch = Vec::new();
-    for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
-        let m0 = (first + i) * 8;
-        let pw = 8.min(src.mn.saturating_sub(m0));
-        if pw == 0 {
-            panel.fill(0);
-            continue;
-        }
-        let (src, m0) = if pw == 8 {
-            (*src, m0)
-        } else {
-            // The partial panel's lanes, zero-padded to 8, as a k × 8 matrix.
-            scratch.clear();
-            scratch.resize(src.k * 8, 0);
-            // One masked 8-byte read per row where 8 bytes are there to read (every row but
-            // the last ones), bytes one by one otherwise: no `memcpy` call per row.
-            let mask = u64::MAX >> (8 * (8 - pw));
-            for (kk, row) in scratch.chunks_exact_mut(8).enumerate() {
-                let from = kk * src.row_stride + m0;
-                match src.data.get(from..from + 8) {
-                    Some(b) => {
-                        let v = u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) & mask;
-                        row.copy_from_slice(&v.to_le_bytes());
-                    }
-                    None => {
-                        for (d, s) in row.iter_mut().zip(&src.data[from..from + pw]) {
-                            *d = *s;
-                        }
-                    }
-                }
-            }
-            let padded = Source {
-                data: &scratch,
-                k: src.k,
-                mn: 8,
-                row_stride: 8,
-            };
-            (padded, 0)
-        };
-        match layout {
-            Layout::K4 { .. } => k4_r8_full_panel(&src, m0, panel),
-            Layout::Plain { .. } => plain_r8_full_panel(&src, m0, panel),
-        }
+    match layout {
+        Layout::K4 { r: 8 } => pack_lanes::<8>(src, first, out, pl, k4_r8_full_panel),
+        Layout::Plain { r: 8, .. } => pack_lanes::<8>(src, first, out, pl, plain_full_panel::<8>),
+        Layout::Plain { r: 4, .. } => pack_lanes::<4>(src, first, out, pl, plain_full_panel::<4>),
+        _ => return pack_portable(layout, src, first, out),
     }
     true
 }
 
-/// One full 8-lane plain panel: one 8-byte copy per depth (a single load and store).
-fn plain_r8_full_panel(src: &Source, m0: usize, panel: &mut [u8]) {
-    let (body, tail) = panel.split_at_mut(src.k * 8);
-    for (kk, dst) in body.chunks_exact_mut(8).enumerate() {
+/// Runs `full` on every panel of `R` lanes, partial ones through a zero-padded `k × R` copy.
+fn pack_lanes<const R: usize>(
+    src: &Source,
+    first: usize,
+    out: &mut [u8],
+    pl: usize,
+    full: fn(&Source, usize, &mut [u8]),
+) {
+    let mut scratch = Vec::new();
+    for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
+        let m0 = (first + i) * R;
+        let pw = R.min(src.mn.saturating_sub(m0));
+        if pw == R {
+            full(src, m0, panel);
+            continue;
+        }
+        if pw == 0 {
+            panel.fill(0);
+            continue;
+        }
+        scratch.clear();
+        scratch.resize(src.k * R, 0);
+        for (kk, row) in scratch.chunks_exact_mut(R).enumerate() {
+            let from = kk * src.row_stride + m0;
+            // A fixed-size read where R bytes are there to read (every row but the last
+            // ones), then the lanes past the data cleared: no `memcpy` call per row.
+            let mut buf = [0u8; R];
+            match src.data.get(from..from + R) {
+                Some(b) => {
+                    buf.copy_from_slice(b);
+                    buf[pw..].fill(0);
+                }
+                None => {
+                    for (d, s) in buf.iter_mut().zip(&src.data[from..from + pw]) {
+                        *d = *s;
+                    }
+                }
+            }
+            row.copy_from_slice(&buf);
+        }
+        let padded = Source {
+            data: &scratch,
+            k: src.k,
+            mn: R,
+            row_stride: R,
+        };
+        full(&padded, 0, panel);
+    }
+}
+
+/// One full plain panel of `R` lanes: one `R`-byte copy per depth (a single load and store).
+fn plain_full_panel<const R: usize>(src: &Source, m0: usize, panel: &mut [u8]) {
+    let (body, tail) = panel.split_at_mut(src.k * R);
+    for (kk, dst) in body.chunks_exact_mut(R).enumerate() {
         let from = kk * src.row_stride + m0;
-        let row: [u8; 8] = src.data[from..from + 8].try_into().unwrap_or([0; 8]);
+        let row: [u8; R] = src.data[from..from + R].try_into().unwrap_or([0; R]);
         dst.copy_from_slice(&row);
     }
     tail.fill(0);
