@@ -2,14 +2,17 @@
 //! optimized model, through tract's public API (no fork), with identical results.
 //!
 //! Today: [`fast_pack::FastPackI8`] replaces tract's activation packing (`OptMatMulPack`) for
-//! int8 matmuls. `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own packing, for
+//! int8 matmuls, and [`downsample::FastDownsample`] tract's strided slices (`Downsample`) of
+//! int8 tensors. `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for
 //! before/after comparisons with one binary.
 
+pub mod downsample;
 pub mod fast_pack;
 pub mod pack;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
+use tract_onnx::tract_core::ops::Downsample;
 
 /// What [`install`] changed in a model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,17 +21,20 @@ pub struct Report {
     pub packs_ours: usize,
     /// int8 activation packs in the model (ours + tract's).
     pub packs_int8: usize,
+    /// Strided slices of int8 tensors now done by lookout.
+    pub downsamples_ours: usize,
 }
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 packing:
-    /// 34 of 34 packs"; `None` for a model without int8 packing (FP32).
+    /// 33 of 33 packs, 18 strided slices"; `None` for a model without int8 packing (FP32).
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 packing: {} of {} packs{}",
+                "own int8 packing: {} of {} packs, {} strided slices{}",
                 self.packs_ours,
                 self.packs_int8,
+                self.downsamples_ours,
                 if self.packs_ours == 0 && tract_packing_forced() {
                     " (LOOKOUT_INT8_PACK=tract)"
                 } else {
@@ -55,30 +61,37 @@ pub fn install(model: &mut TypedModel) -> TractResult<Report> {
 pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
     let mut report = Report::default();
     let forced = !ours;
-    let mut patch = TypedModelPatch::default();
-    for node in model.nodes() {
-        let Some(op) = node.op_as::<OptMatMulPack>() else {
+    // One patch per node, applied at once: a replaced node feeding another one (two strided
+    // slices in a row) is then already the new op when its successor is tapped.
+    for id in 0..model.nodes().len() {
+        let node = model.node(id);
+        let Some(&first_input) = node.inputs.first() else {
             continue;
         };
-        let input = model.outlet_fact(node.inputs[0])?;
-        if input.datum_type.size_of() != 1 {
-            continue;
-        }
-        report.packs_int8 += 1;
-        if forced {
-            continue;
-        }
-        let Some(ours) = fast_pack::FastPackI8::for_op(op, input, &node.outputs[0].fact) else {
-            continue;
+        let input = model.outlet_fact(first_input)?;
+        let ours: Option<Box<dyn TypedOp>> = if let Some(op) = node.op_as::<Downsample>() {
+            let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
+            report.downsamples_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
+        } else if let Some(op) = node.op_as::<OptMatMulPack>() {
+            if input.datum_type.size_of() != 1 {
+                continue;
+            }
+            report.packs_int8 += 1;
+            let ours =
+                fast_pack::FastPackI8::for_op(op, input, &node.outputs[0].fact).filter(|_| !forced);
+            report.packs_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
+        } else {
+            None
         };
-        let tapped = patch.tap_model(model, node.inputs[0])?;
-        let wire = patch.wire_node(format!("{}.lookout", node.name), ours, &[tapped])?;
-        patch.shunt_outside(model, node.id.into(), wire[0])?;
-        report.packs_ours += 1;
+        if let Some(ours) = ours {
+            let inputs = node.inputs.clone();
+            TypedModelPatch::replace_single_op(model, node, &inputs, ours)?.apply(model)?;
+        }
     }
-    if report.packs_ours > 0 {
-        patch.apply(model)?;
-        // The replaced nodes are now dead; drop them so the plan does not run both.
+    if report.packs_ours + report.downsamples_ours > 0 {
+        // The replaced nodes are now dead; drop them so the plan holds only what runs.
         *model = std::mem::take(model).into_compact()?;
     }
     Ok(report)
@@ -147,6 +160,19 @@ mod tests {
                 .filter(|n| n.op_is::<fast_pack::FastPackI8>())
                 .count();
             assert_eq!(ours_n, report.packs_ours, "{file}: nodes in the plan");
+            assert!(
+                report.downsamples_ours > 0,
+                "{file}: no strided slice taken"
+            );
+            let down_n = ours
+                .nodes()
+                .iter()
+                .filter(|n| n.op_is::<downsample::FastDownsample>())
+                .count();
+            assert_eq!(
+                down_n, report.downsamples_ours,
+                "{file}: strided slices in the plan"
+            );
             let counted = install_with(&mut theirs.clone(), false).expect("count");
             assert_eq!(counted.packs_ours, 0);
             assert_eq!(counted.packs_int8, report.packs_int8);
