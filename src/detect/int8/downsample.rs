@@ -47,7 +47,10 @@ impl FastDownsample {
             self.inner.modulo,
             stride,
         )?;
-        let mut t = Tensor::from_shape(&out_shape, &out).ok()?;
+        // The vector becomes the tensor's storage: no second copy.
+        let mut t = tract_ndarray::ArrayD::from_shape_vec(&*out_shape, out)
+            .ok()?
+            .into_tensor();
         // SAFETY: same size (1 byte), and the bytes are values of the input's type.
         unsafe { t.set_datum_type(input.datum_type()) };
         Some(t)
@@ -76,7 +79,19 @@ pub fn downsample(
     }
     for (o, dst) in out.chunks_exact_mut(n_out * inner).enumerate() {
         let plane = &src[o * n_in * inner..][..n_in * inner];
-        if inner == 1 {
+        if inner == 1 && stride == 2 {
+            // Pairs: the compiler turns this into de-interleaving loads (NEON `ld2`).
+            let pairs = plane[first..].chunks_exact(2);
+            let last = pairs.remainder().first().copied();
+            let mut n = 0;
+            for (d, p) in dst.iter_mut().zip(pairs) {
+                *d = p[0];
+                n += 1;
+            }
+            if let (Some(d), Some(v)) = (dst.get_mut(n), last) {
+                *d = v;
+            }
+        } else if inner == 1 {
             for (d, s) in dst.iter_mut().zip(plane[first..].iter().step_by(stride)) {
                 *d = *s;
             }

@@ -127,21 +127,25 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
         return false;
     }
     match layout {
-        Layout::K4 { r: 8 } => pack_lanes::<8>(src, first, out, pl, k4_r8_full_panel),
-        Layout::Plain { r: 8, .. } => pack_lanes::<8>(src, first, out, pl, plain_full_panel::<8>),
-        Layout::Plain { r: 4, .. } => pack_lanes::<4>(src, first, out, pl, plain_full_panel::<4>),
+        Layout::K4 { r: 8 } => pack_lanes::<8, _>(src, first, out, pl, k4_r8_full_panel),
+        Layout::Plain { r: 8, .. } => {
+            pack_lanes::<8, _>(src, first, out, pl, plain_full_panel::<8>)
+        }
+        Layout::Plain { r: 4, .. } => {
+            pack_lanes::<4, _>(src, first, out, pl, plain_full_panel::<4>)
+        }
         _ => return pack_portable(layout, src, first, out),
     }
     true
 }
 
 /// Runs `full` on every panel of `R` lanes, partial ones through a zero-padded `k × R` copy.
-fn pack_lanes<const R: usize>(
+fn pack_lanes<const R: usize, F: Fn(&Source, usize, &mut [u8])>(
     src: &Source,
     first: usize,
     out: &mut [u8],
     pl: usize,
-    full: fn(&Source, usize, &mut [u8]),
+    full: F,
 ) {
     let mut scratch = Vec::new();
     for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
@@ -162,10 +166,15 @@ fn pack_lanes<const R: usize>(
             // A fixed-size read where R bytes are there to read (every row but the last
             // ones), then the lanes past the data cleared: no `memcpy` call per row.
             let mut buf = [0u8; R];
-            match src.data.get(from..from + R) {
+            match src
+                .data
+                .get(from..from + R)
+                .and_then(|b| <[u8; R]>::try_from(b).ok())
+            {
                 Some(b) => {
-                    buf.copy_from_slice(b);
-                    buf[pw..].fill(0);
+                    for (j, (d, s)) in buf.iter_mut().zip(b).enumerate() {
+                        *d = if j < pw { s } else { 0 };
+                    }
                 }
                 None => {
                     for (d, s) in buf.iter_mut().zip(&src.data[from..from + pw]) {
