@@ -606,7 +606,7 @@ fn fixed(x: Option<f64>, digits: usize) -> String {
     x.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
-/// " (own int8 packing: n of m packs)" for an int8 model, else nothing.
+/// " (own int8 ops: …)" for an int8 model, else nothing.
 fn int8_path(m: &crate::bench::report::ModelFigures) -> String {
     m.int8_path
         .as_deref()

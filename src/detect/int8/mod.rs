@@ -8,9 +8,11 @@
 
 pub mod downsample;
 pub mod fast_pack;
+pub mod maxpool;
 pub mod pack;
 
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::cnn::OptMaxPool;
 use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
 use tract_onnx::tract_core::ops::Downsample;
 
@@ -23,18 +25,21 @@ pub struct Report {
     pub packs_int8: usize,
     /// Strided slices of int8 tensors now done by lookout.
     pub downsamples_ours: usize,
+    /// int8 max-pools now done by lookout.
+    pub maxpools_ours: usize,
 }
 
 impl Report {
-    /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 packing:
-    /// 33 of 33 packs, 18 strided slices"; `None` for a model without int8 packing (FP32).
+    /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 33 of
+    /// 33 packs, 18 strided slices, 1 max-pool(s)"; `None` for a model without int8 packing (FP32).
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 packing: {} of {} packs, {} strided slices{}",
+                "own int8 ops: {} of {} packs, {} strided slices, {} max-pool(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.downsamples_ours,
+                self.maxpools_ours,
                 if self.packs_ours == 0 && tract_packing_forced() {
                     " (LOOKOUT_INT8_PACK=tract)"
                 } else {
@@ -73,6 +78,10 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
             report.downsamples_ours += ours.is_some() as usize;
             ours.map(|o| Box::new(o) as _)
+        } else if let Some(op) = node.op_as::<OptMaxPool>() {
+            let ours = maxpool::FastMaxPoolI8::for_op(op, input).filter(|_| !forced);
+            report.maxpools_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
         } else if let Some(op) = node.op_as::<OptMatMulPack>() {
             if input.datum_type.size_of() != 1 {
                 continue;
@@ -90,7 +99,7 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             TypedModelPatch::replace_single_op(model, node, &inputs, ours)?.apply(model)?;
         }
     }
-    if report.packs_ours + report.downsamples_ours > 0 {
+    if report.packs_ours + report.downsamples_ours + report.maxpools_ours > 0 {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
         *model = std::mem::take(model).into_compact()?;
     }

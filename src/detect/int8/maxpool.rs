@@ -1,0 +1,292 @@
+//! `FastMaxPoolI8`: stands in for tract's `OptMaxPool` on signed int8 NCHW tensors (the shipped
+//! graphs' stem pooling, 3×3 stride 2, explicit padding). tract visits every window through a
+//! generic patch walker (≈ 7 % of a Pi 5 INT8 image); this takes the maximum of the window's
+//! rows first (a loop the compiler vectorizes), then across each window's columns. Padding
+//! takes no part, and a window with nothing valid gives −128, as in tract.
+
+use tract_onnx::tract_core::internal::*;
+use tract_onnx::tract_core::ops::cnn::OptMaxPool;
+use tract_onnx::tract_core::ops::cnn::{MaxPool, PaddingSpec};
+use tract_onnx::tract_core::ops::nn::DataFormat;
+
+/// Geometry of one 2-D pooling, in elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pool2d {
+    /// Window height and width.
+    pub kernel: [usize; 2],
+    /// Strides along height and width.
+    pub stride: [usize; 2],
+    /// Padding before the first row and column.
+    pub pad: [usize; 2],
+}
+
+/// The op that replaces one `OptMaxPool`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FastMaxPoolI8 {
+    /// The op it replaces: its output facts are ours, and it runs for any input this op does
+    /// not handle.
+    inner: OptMaxPool,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    pad: Pad,
+}
+
+/// How the padding before the first row and column is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Pad {
+    /// Given.
+    Before([usize; 2]),
+    /// ONNX `SAME_UPPER` (`upper`) or `SAME_LOWER`: from the input and output sizes.
+    Same { upper: bool },
+}
+
+impl FastMaxPoolI8 {
+    /// The replacement for `op` on an input of fact `input`: NCHW, signed int8, 2-D, no
+    /// dilation, no index output, explicit or no padding.
+    pub fn for_op(op: &OptMaxPool, input: &TypedFact) -> Option<Self> {
+        let spec = &op.pool_spec;
+        if input.datum_type.unquantized() != DatumType::I8
+            || op.with_index_outputs.is_some()
+            || spec.data_format != DataFormat::NCHW
+            || spec.kernel_shape.len() != 2
+            || input.rank() != 4
+            || spec
+                .dilations
+                .as_ref()
+                .is_some_and(|d| d.iter().any(|&x| x != 1))
+        {
+            return None;
+        }
+        let pad = match &spec.padding {
+            PaddingSpec::Valid => Pad::Before([0, 0]),
+            PaddingSpec::Explicit(before, _) | PaddingSpec::ExplicitOnnxPool(before, _, _) => {
+                Pad::Before([*before.first()?, *before.get(1)?])
+            }
+            PaddingSpec::SameUpper => Pad::Same { upper: true },
+            PaddingSpec::SameLower => Pad::Same { upper: false },
+        };
+        let stride = match &spec.strides {
+            Some(s) if s.len() == 2 => [s[0], s[1]],
+            None => [1, 1],
+            _ => return None,
+        };
+        let kernel = [spec.kernel_shape[0], spec.kernel_shape[1]];
+        if kernel.contains(&0) || stride.contains(&0) {
+            return None;
+        }
+        Some(FastMaxPoolI8 {
+            inner: op.clone(),
+            kernel,
+            stride,
+            pad,
+        })
+    }
+
+    fn run(&self, input: &Tensor, out_shape: &[usize]) -> Option<Tensor> {
+        let shape = input.shape();
+        if shape.len() != 4 || out_shape.len() != 4 || shape[..2] != out_shape[..2] {
+            return None;
+        }
+        // SAFETY: an int8 tensor's storage is `len()` initialised bytes, read as i8.
+        let src: &[i8] = unsafe { input.as_slice_unchecked::<i8>() };
+        let pad = match self.pad {
+            Pad::Before(p) => p,
+            Pad::Same { upper } => [0, 1].map(|a| {
+                let total = ((out_shape[2 + a].max(1) - 1) * self.stride[a] + self.kernel[a])
+                    .saturating_sub(shape[2 + a]);
+                if upper {
+                    total / 2
+                } else {
+                    total - total / 2
+                }
+            }),
+        };
+        let geo = Pool2d {
+            kernel: self.kernel,
+            stride: self.stride,
+            pad,
+        };
+        let mut out = vec![0i8; out_shape.iter().product()];
+        max_pool(
+            src,
+            [shape[0] * shape[1], shape[2], shape[3]],
+            &mut out,
+            [out_shape[2], out_shape[3]],
+            geo,
+        )?;
+        let mut t = tract_ndarray::ArrayD::from_shape_vec(out_shape, out)
+            .ok()?
+            .into_tensor();
+        // SAFETY: same size (1 byte), and the values are the input type's own.
+        unsafe { t.set_datum_type(input.datum_type()) };
+        Some(t)
+    }
+}
+
+/// Max pooling of `planes` row-major `h × w` int8 planes into `oh × ow` ones. `None` when the
+/// buffer sizes do not match.
+pub fn max_pool(
+    src: &[i8],
+    [planes, h, w]: [usize; 3],
+    out: &mut [i8],
+    [oh, ow]: [usize; 2],
+    geo: Pool2d,
+) -> Option<()> {
+    if src.len() != planes * h * w || out.len() != planes * oh * ow {
+        return None;
+    }
+    if out.is_empty() {
+        return Some(());
+    }
+    let [kh, kw] = geo.kernel;
+    let [sh, sw] = geo.stride;
+    let [ph, pw] = geo.pad;
+    let mut rows = vec![i8::MIN; w];
+    for (plane, dst) in src.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
+        for (oy, orow) in dst.chunks_exact_mut(ow).enumerate() {
+            // Maximum over the window's valid rows, column by column.
+            rows.fill(i8::MIN);
+            let y0 = oy * sh;
+            for y in y0.max(ph)..(y0 + kh).min(h + ph) {
+                let line = &plane[(y - ph) * w..][..w];
+                for (m, &v) in rows.iter_mut().zip(line) {
+                    *m = (*m).max(v);
+                }
+            }
+            // Then over each window's valid columns.
+            for (ox, o) in orow.iter_mut().enumerate() {
+                let x0 = ox * sw;
+                let (a, b) = (x0.max(pw) - pw, (x0 + kw).min(w + pw).saturating_sub(pw));
+                *o = rows
+                    .get(a..b.max(a))
+                    .and_then(|r| r.iter().copied().max())
+                    .unwrap_or(i8::MIN);
+            }
+        }
+    }
+    Some(())
+}
+
+impl Op for FastMaxPoolI8 {
+    fn name(&self) -> StaticName {
+        "FastMaxPoolI8".into()
+    }
+
+    fn info(&self) -> TractResult<Vec<String>> {
+        Ok(vec![format!(
+            "kernel {:?} stride {:?} padding {:?}",
+            self.kernel, self.stride, self.pad
+        )])
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for FastMaxPoolI8 {
+    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        if let [input] = &*inputs {
+            let fact = TypedFact::dt_shape(input.datum_type(), input.shape());
+            let out = self.inner.output_facts(&[&fact])?;
+            if let Some(shape) = out.first().and_then(|f| f.shape.as_concrete()) {
+                if let Some(t) = self.run(input, shape) {
+                    return Ok(tvec!(t.into_tvalue()));
+                }
+            }
+        }
+        self.inner.eval(ctx, inputs)
+    }
+
+    op_out_of_plan!();
+}
+
+impl TypedOp for FastMaxPoolI8 {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        self.inner.output_facts(inputs)
+    }
+
+    as_op!();
+}
+
+/// A `MaxPool` as tract declares it, for the tests' reference.
+#[cfg(test)]
+fn reference(spec: tract_onnx::tract_core::ops::cnn::PoolSpec) -> MaxPool {
+    MaxPool::new(spec, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_onnx::tract_core::ops::cnn::PoolSpec;
+
+    fn run_both(shape: [usize; 4], kernel: [usize; 2], stride: [usize; 2], pad: PaddingSpec) {
+        let n: usize = shape.iter().product();
+        let data: Vec<i8> = (0..n).map(|i| (i * 97 % 253) as u8 as i8).collect();
+        let x = Tensor::from_shape(&shape, &data).unwrap();
+        let spec = PoolSpec::new(
+            DataFormat::NCHW,
+            tvec!(kernel[0], kernel[1]),
+            pad.clone(),
+            None,
+            Some(tvec!(stride[0], stride[1])),
+            shape[1],
+            shape[1],
+        );
+        // tract's own lowering of the declared op, as in an optimized model.
+        let mut model = TypedModel::default();
+        let src = model.add_source("x", i8::fact(shape)).unwrap();
+        let out = model.wire_node("pool", reference(spec), &[src]).unwrap();
+        model.select_output_outlets(&out).unwrap();
+        let model = model.into_optimized().unwrap();
+        let node = model
+            .nodes()
+            .iter()
+            .find(|n| n.op_is::<OptMaxPool>())
+            .expect("tract lowers MaxPool to OptMaxPool");
+        let op = node.op_as::<OptMaxPool>().unwrap();
+        let ours = FastMaxPoolI8::for_op(op, &i8::fact(shape))
+            .unwrap_or_else(|| panic!("not taken: {op:?}"));
+        let ctx = EvalContext::out_of_plan();
+        let want = op.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
+        let got = ours.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
+        assert_eq!(
+            want[0].shape(),
+            got[0].shape(),
+            "{kernel:?} {stride:?} {pad:?}"
+        );
+        let v = |t: &TValue| -> Vec<i8> {
+            t.to_plain_array_view::<i8>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect()
+        };
+        assert_eq!(
+            v(&want[0]),
+            v(&got[0]),
+            "{shape:?} {kernel:?} {stride:?} {pad:?}"
+        );
+    }
+
+    #[test]
+    fn equals_tract_max_pool() {
+        for shape in [[1, 3, 9, 11], [1, 2, 8, 8], [2, 1, 5, 4]] {
+            for (kernel, stride) in [
+                ([3, 3], [2, 2]),
+                ([2, 2], [2, 2]),
+                ([3, 3], [1, 1]),
+                ([2, 3], [1, 2]),
+            ] {
+                for pad in [
+                    PaddingSpec::Valid,
+                    PaddingSpec::SameUpper,
+                    PaddingSpec::SameLower,
+                    PaddingSpec::Explicit(tvec!(1, 1), tvec!(1, 1)),
+                    PaddingSpec::Explicit(tvec!(0, 1), tvec!(1, 0)),
+                    PaddingSpec::ExplicitOnnxPool(tvec!(1, 1), tvec!(1, 1), false),
+                ] {
+                    run_both(shape, kernel, stride, pad);
+                }
+            }
+        }
+    }
+}
