@@ -6,7 +6,7 @@
 
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::cnn::OptMaxPool;
-use tract_onnx::tract_core::ops::cnn::{MaxPool, PaddingSpec};
+use tract_onnx::tract_core::ops::cnn::PaddingSpec;
 use tract_onnx::tract_core::ops::nn::DataFormat;
 
 /// Geometry of one 2-D pooling, in elements.
@@ -209,8 +209,10 @@ impl TypedOp for FastMaxPoolI8 {
 
 /// A `MaxPool` as tract declares it, for the tests' reference.
 #[cfg(test)]
-fn reference(spec: tract_onnx::tract_core::ops::cnn::PoolSpec) -> MaxPool {
-    MaxPool::new(spec, None)
+fn reference(
+    spec: tract_onnx::tract_core::ops::cnn::PoolSpec,
+) -> tract_onnx::tract_core::ops::cnn::MaxPool {
+    tract_onnx::tract_core::ops::cnn::MaxPool::new(spec, None)
 }
 
 #[cfg(test)]
