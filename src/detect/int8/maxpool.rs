@@ -142,9 +142,13 @@ pub fn max_pool(
     let [sh, sw] = geo.stride;
     let [ph, pw] = geo.pad;
     let mut rows = vec![i8::MIN; w];
+    // pairs[x] = max(rows[x], rows[x + 1]): a 3-wide window is then one pair and one value.
+    let mut pairs = vec![i8::MIN; w.saturating_sub(1)];
+    // Output columns whose window lies wholly inside the row.
+    let inner_x = |ox: usize| ox * sw >= pw && ox * sw + kw <= w + pw;
     for (plane, dst) in src.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
         for (oy, orow) in dst.chunks_exact_mut(ow).enumerate() {
-            // Maximum over the window's valid rows, column by column.
+            // Maximum over the window's valid rows, column by column (vectorized).
             rows.fill(i8::MIN);
             let y0 = oy * sh;
             for y in y0.max(ph)..(y0 + kh).min(h + ph) {
@@ -153,9 +157,19 @@ pub fn max_pool(
                     *m = (*m).max(v);
                 }
             }
+            if kw == 3 {
+                for ((p, &a), &b) in pairs.iter_mut().zip(&rows).zip(&rows[1..]) {
+                    *p = a.max(b);
+                }
+            }
             // Then over each window's valid columns.
             for (ox, o) in orow.iter_mut().enumerate() {
                 let x0 = ox * sw;
+                if kw == 3 && inner_x(ox) {
+                    let a = x0 - pw;
+                    *o = pairs[a].max(rows[a + 2]);
+                    continue;
+                }
                 let (a, b) = (x0.max(pw) - pw, (x0 + kw).min(w + pw).saturating_sub(pw));
                 *o = rows
                     .get(a..b.max(a))
