@@ -142,10 +142,17 @@ pub fn max_pool(
     let [sh, sw] = geo.stride;
     let [ph, pw] = geo.pad;
     let mut rows = vec![i8::MIN; w];
-    // pairs[x] = max(rows[x], rows[x + 1]): a 3-wide window is then one pair and one value.
-    let mut pairs = vec![i8::MIN; w.saturating_sub(1)];
-    // Output columns whose window lies wholly inside the row.
-    let inner_x = |ox: usize| ox * sw >= pw && ox * sw + kw <= w + pw;
+    // For 3-wide windows: wide[x] = max(rows[x..x + 3]), every column (vectorized); an
+    // inner output column is then one element of it.
+    let mut wide = vec![i8::MIN; w.saturating_sub(2)];
+    // Output columns whose window lies wholly inside the row: ox_lo..ox_hi.
+    let ox_lo = pw.div_ceil(sw).min(ow);
+    let ox_hi = if w + pw >= kw {
+        ((w + pw - kw) / sw + 1).min(ow)
+    } else {
+        0
+    };
+    let fast = kw == 3 && ox_lo < ox_hi;
     for (plane, dst) in src.chunks_exact(h * w).zip(out.chunks_exact_mut(oh * ow)) {
         for (oy, orow) in dst.chunks_exact_mut(ow).enumerate() {
             // Maximum over the window's valid rows, column by column (vectorized).
@@ -157,21 +164,32 @@ pub fn max_pool(
                     *m = (*m).max(v);
                 }
             }
-            if kw == 3 {
-                for ((p, &a), &b) in pairs.iter_mut().zip(&rows).zip(&rows[1..]) {
-                    *p = a.max(b);
+            let mut done = 0..0;
+            if fast {
+                for (((m, &a), &b), &c) in
+                    wide.iter_mut().zip(&rows).zip(&rows[1..]).zip(&rows[2..])
+                {
+                    *m = a.max(b).max(c);
                 }
+                let from = &wide[ox_lo * sw - pw..];
+                let cols = &mut orow[ox_lo..ox_hi];
+                if sw == 2 {
+                    // Even elements: de-interleaving loads.
+                    for (o, p) in cols.iter_mut().zip(from.chunks(2)) {
+                        *o = p[0];
+                    }
+                } else {
+                    for (o, &v) in cols.iter_mut().zip(from.iter().step_by(sw)) {
+                        *o = v;
+                    }
+                }
+                done = ox_lo..ox_hi;
             }
-            // Then over each window's valid columns.
-            for (ox, o) in orow.iter_mut().enumerate() {
+            // The other columns (and every column of other window widths), one by one.
+            for ox in (0..done.start).chain(done.end..ow) {
                 let x0 = ox * sw;
-                if kw == 3 && inner_x(ox) {
-                    let a = x0 - pw;
-                    *o = pairs[a].max(rows[a + 2]);
-                    continue;
-                }
                 let (a, b) = (x0.max(pw) - pw, (x0 + kw).min(w + pw).saturating_sub(pw));
-                *o = rows
+                orow[ox] = rows
                     .get(a..b.max(a))
                     .and_then(|r| r.iter().copied().max())
                     .unwrap_or(i8::MIN);
