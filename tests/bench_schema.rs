@@ -56,7 +56,9 @@ fn model() -> ModelFigures {
         input_h: 416,
         threads: 2,
         load_time_ms: 812.5,
-        int8_path: Some("own int8 ops: 33 of 33 packs, 18 strided slices, 1 max-pool(s)".into()),
+        int8_path: Some(
+            "own int8 ops: 33 of 33 packs, 18 strided slices, 1 max-pool(s), 2 resize(s)".into(),
+        ),
     }
 }
 

@@ -1,19 +1,24 @@
-//! lookout's own int8 path inside tract: ops that replace parts of tract's int8 lowering in an
-//! optimized model, through tract's public API (no fork), with identical results.
+//! lookout's own ops inside tract: they replace parts of tract's lowering in an optimized
+//! model, through tract's public API (no fork), with identical results.
 //!
-//! Today: [`fast_pack::FastPackI8`] replaces tract's activation packing (`OptMatMulPack`) for
-//! int8 matmuls, and [`downsample::FastDownsample`] tract's strided slices (`Downsample`) of
-//! int8 tensors. `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for
-//! before/after comparisons with one binary.
+//! - [`fast_pack::FastPackI8`]: tract's activation packing (`OptMatMulPack`) of int8 matmuls;
+//! - [`downsample::FastDownsample`]: tract's strided slices (`Downsample`) of int8 tensors;
+//! - [`maxpool::FastMaxPoolI8`]: tract's `OptMaxPool` on int8;
+//! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too).
+//!
+//! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
+//! comparisons with one binary.
 
 pub mod downsample;
 pub mod fast_pack;
 pub mod maxpool;
 pub mod pack;
+pub mod resize;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::OptMaxPool;
 use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
+use tract_onnx::tract_core::ops::nn::resize::Resize;
 use tract_onnx::tract_core::ops::Downsample;
 
 /// What [`install`] changed in a model.
@@ -27,19 +32,23 @@ pub struct Report {
     pub downsamples_ours: usize,
     /// int8 max-pools now done by lookout.
     pub maxpools_ours: usize,
+    /// Float resizes now done by lookout (the FP32 model has them too).
+    pub resizes_ours: usize,
 }
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 33 of
-    /// 33 packs, 18 strided slices, 1 max-pool(s)"; `None` for a model without int8 packing (FP32).
+    /// 33 packs, 18 strided slices, 1 max-pool(s), 2 resize(s)"; `None` for a model without
+    /// int8 packing (FP32, whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} strided slices, {} max-pool(s){}",
+                "own int8 ops: {} of {} packs, {} strided slices, {} max-pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.downsamples_ours,
                 self.maxpools_ours,
+                self.resizes_ours,
                 if self.packs_ours == 0 && tract_packing_forced() {
                     " (LOOKOUT_INT8_PACK=tract)"
                 } else {
@@ -78,6 +87,10 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
             report.downsamples_ours += ours.is_some() as usize;
             ours.map(|o| Box::new(o) as _)
+        } else if let Some(op) = node.op_as::<Resize>() {
+            let ours = resize::FastResize::for_op(op, input).filter(|_| !forced);
+            report.resizes_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
         } else if let Some(op) = node.op_as::<OptMaxPool>() {
             let ours = maxpool::FastMaxPoolI8::for_op(op, input).filter(|_| !forced);
             report.maxpools_ours += ours.is_some() as usize;
@@ -99,7 +112,8 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             TypedModelPatch::replace_single_op(model, node, &inputs, ours)?.apply(model)?;
         }
     }
-    if report.packs_ours + report.downsamples_ours + report.maxpools_ours > 0 {
+    if report.packs_ours + report.downsamples_ours + report.maxpools_ours + report.resizes_ours > 0
+    {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
         *model = std::mem::take(model).into_compact()?;
     }
@@ -216,10 +230,39 @@ mod tests {
     }
 
     #[test]
-    fn a_float_model_has_nothing_to_replace() {
-        let mut m = optimized("models/nanodet-g-416-fp32.onnx", 320);
-        let report = install_with(&mut m, true).expect("install");
-        assert_eq!(report, Report::default());
-        assert_eq!(report.describe(), None);
+    fn a_float_model_gets_only_the_resize_and_the_same_outputs() {
+        let size = 320;
+        let theirs = optimized("models/nanodet-g-416-fp32.onnx", size);
+        let mut ours = theirs.clone();
+        let report = install_with(&mut ours, true).expect("install");
+        assert_eq!(
+            report,
+            Report {
+                resizes_ours: report.resizes_ours,
+                ..Report::default()
+            }
+        );
+        assert!(report.resizes_ours > 0, "the FP32 graph upsamples");
+        assert_eq!(report.describe(), None, "no int8 path to name");
+        let x = input(size as usize);
+        for (i, (a, b)) in outputs(theirs, &x)
+            .iter()
+            .zip(&outputs(ours, &x))
+            .enumerate()
+        {
+            let a: Vec<u32> = a
+                .to_plain_array_view::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            let b: Vec<u32> = b
+                .to_plain_array_view::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(a, b, "output {i}");
+        }
     }
 }

@@ -1,0 +1,192 @@
+//! `FastResize`: stands in for tract's float `Resize` (the graphs' ×2 bilinear upsampling, in
+//! the FP32 and the INT8 files alike). tract resamples axis after axis; along the innermost
+//! axis each output is a run of length one, so its per-output bookkeeping (`fill`, window
+//! slices, a one-element inner loop per tap) costs ≈ 8 % of a Pi 5 INT8 image. This computes
+//! the same sums — `0.0`, then `+= w · s` for each non-zero tap in tap order — straight into
+//! each output, so every result is the same float (Rust never fuses or reorders float
+//! operations); other axes go through tract's own `resample_axis`.
+
+use tract_onnx::tract_core::internal::*;
+use tract_onnx::tract_core::ops::nn::resize::{resample_axis, AxisPlan, Resize};
+
+/// The op that replaces one `Resize`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FastResize {
+    /// The op it replaces: its plans, shapes and facts are used as they are.
+    inner: Resize,
+}
+
+impl FastResize {
+    /// The replacement for `op` on an input of fact `input` (f32 only).
+    pub fn for_op(op: &Resize, input: &TypedFact) -> Option<Self> {
+        (input.datum_type == DatumType::F32).then(|| FastResize { inner: op.clone() })
+    }
+
+    /// tract's `Resize::eval`, step for step, with the innermost axis done by
+    /// [`resample_innermost`].
+    fn run(&self, inputs: &[TValue]) -> TractResult<Tensor> {
+        let input = &inputs[0];
+        let op = &self.inner;
+        let scales = op.optional_scales_input.and_then(|ix| inputs.get(ix));
+        let sizes = op.optional_sizes_input.and_then(|ix| inputs.get(ix));
+        let output_shape =
+            op.compute_output_shape(input.shape(), scales.map(|t| &**t), sizes.map(|t| &**t))?;
+        let scales: TVec<f32> = if let Some(scales) = scales.filter(|s| s.len() == input.rank()) {
+            scales.try_as_plain_ram()?.as_slice::<f32>()?.into()
+        } else {
+            output_shape
+                .iter()
+                .zip(input.shape())
+                .map(|(o, i)| *o as f32 / *i as f32)
+                .collect()
+        };
+        let mut shape: TVec<usize> = input.shape().into();
+        let mut data: Vec<f32> = input.try_as_plain_ram()?.as_slice::<f32>()?.to_vec();
+        let rank = shape.len();
+        for (axis, scale) in scales.into_iter().enumerate() {
+            let (len_in, len_out) = (shape[axis], output_shape[axis]);
+            if len_in == len_out && scale == 1.0 {
+                continue;
+            }
+            let plan = op.plan_axis(scale, len_in, len_out);
+            let mut resampled = vec![0f32; data.len() / len_in * len_out];
+            if axis + 1 == rank {
+                resample_innermost(&data, len_in, &plan, &mut resampled);
+            } else {
+                resample_axis(&data, &shape, axis, &plan, 0.0, &mut resampled);
+            }
+            data = resampled;
+            shape[axis] = len_out;
+        }
+        Ok(tract_ndarray::ArrayD::from_shape_vec(&*shape, data)?.into_tensor())
+    }
+}
+
+/// tract's `resample_axis` for the innermost axis (rows of `len_in` contiguous values): output
+/// `x` of each row is `0.0`, then `+= w · s` over the plan's non-zero taps in order, or `0.0`
+/// where the plan extrapolates (tract's Resize passes 0.0 as the extrapolation value).
+pub fn resample_innermost(input: &[f32], len_in: usize, plan: &AxisPlan, output: &mut [f32]) {
+    let len_out = plan.extrapolated.len();
+    let window = plan.window;
+    if len_in == 0 || len_out == 0 || window == 0 {
+        return;
+    }
+    for (src, dst) in input
+        .chunks_exact(len_in)
+        .zip(output.chunks_exact_mut(len_out))
+    {
+        for (((d, &extrapolated), indices), weights) in dst
+            .iter_mut()
+            .zip(&plan.extrapolated)
+            .zip(plan.indices.chunks_exact(window))
+            .zip(plan.weights.chunks_exact(window))
+        {
+            let mut acc = 0.0f32;
+            if !extrapolated {
+                for (&i, &w) in indices.iter().zip(weights) {
+                    if w != 0.0 {
+                        acc += w * src[i];
+                    }
+                }
+            }
+            *d = acc;
+        }
+    }
+}
+
+impl Op for FastResize {
+    fn name(&self) -> StaticName {
+        "FastResize".into()
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for FastResize {
+    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        if inputs
+            .first()
+            .is_some_and(|t| t.datum_type() == DatumType::F32)
+        {
+            return Ok(tvec!(self.run(&inputs)?.into_tvalue()));
+        }
+        self.inner.eval(ctx, inputs)
+    }
+
+    op_out_of_plan!();
+}
+
+impl TypedOp for FastResize {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        self.inner.output_facts(inputs)
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_onnx::tract_core::ops::nn::resize::{CoordTransformer, Interpolator, Nearest};
+
+    /// Against tract's own op, bit for bit, for the graphs' bilinear ×2 up and ×0.5 down
+    /// (half-pixel) and other transforms, interpolators and odd sizes, with values of every
+    /// sign and magnitude (and −0.0, which `0.0 + −0.0` turns into +0.0 in both).
+    #[test]
+    fn equals_tract_resize_bit_for_bit() {
+        let ctx = EvalContext::out_of_plan();
+        let mut checked = 0;
+        for interpolator in [
+            Interpolator::Linear,
+            Interpolator::Nearest,
+            Interpolator::Cubic,
+        ] {
+            for coord in [
+                CoordTransformer::HalfPixel,
+                CoordTransformer::AlignCorners,
+                CoordTransformer::Asymmetric,
+            ] {
+                for (shape, sizes) in [
+                    ([1usize, 2, 5, 7], [1usize, 2, 10, 14]),
+                    ([1, 3, 4, 4], [1, 3, 2, 2]),
+                    ([1, 1, 3, 5], [1, 1, 7, 9]),
+                    ([2, 1, 6, 1], [2, 1, 12, 3]),
+                ] {
+                    let op = Resize {
+                        coord_transformer: coord.clone(),
+                        interpolator: interpolator.clone(),
+                        nearest: Nearest::Floor,
+                        optional_scales_input: None,
+                        optional_sizes_input: Some(1),
+                    };
+                    let n: usize = shape.iter().product();
+                    let data: Vec<f32> = (0..n)
+                        .map(|i| match i % 7 {
+                            0 => -0.0,
+                            1 => 1e-30,
+                            _ => ((i * 2_654_435_761) % 1000) as f32 / 37.0 - 13.0,
+                        })
+                        .collect();
+                    let x = Tensor::from_shape(&shape, &data).unwrap();
+                    let s = Tensor::from_shape(&[4], &sizes.map(|v| v as i64)).unwrap();
+                    let inputs = tvec!(x.into_tvalue(), s.into_tvalue());
+                    let want = op.eval(&ctx, inputs.clone()).unwrap();
+                    let ours = FastResize::for_op(&op, &f32::fact(shape)).unwrap();
+                    let got = ours.eval(&ctx, inputs).unwrap();
+                    assert_eq!(want[0].shape(), got[0].shape());
+                    let bits = |t: &TValue| -> Vec<u32> {
+                        let v = t.to_plain_array_view::<f32>().unwrap();
+                        v.iter().map(|f| f.to_bits()).collect()
+                    };
+                    assert_eq!(
+                        bits(&want[0]),
+                        bits(&got[0]),
+                        "{interpolator:?} {coord:?} {shape:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 36);
+    }
+}
