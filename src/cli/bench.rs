@@ -373,14 +373,14 @@ pub fn render_table(r: &BenchReport) -> String {
         let m = &inf.model;
         let _ = writeln!(
             o,
-            "\nmodel alone: {}, {}{}, {}x{}, {} thread(s), load+optimize {:.0} ms, {} runs per photo",
+            "\nmodel alone: {}, {}, {}x{}, {} thread(s), load+optimize {:.0} ms{}, {} runs per photo",
             m.name,
             m.datum,
-            int8_path(m),
             m.input_w,
             m.input_h,
             m.threads,
             m.load_time_ms,
+            int8_path(m),
             inf.runs_per_image
         );
         for i in &inf.images {
@@ -480,8 +480,8 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
     }
     let _ = writeln!(
         o,
-        "model: {}, {}{}, {}x{}, {} thread(s), load+optimize {:.0} ms | detect every {} | {} | {} ({:.1} s)",
-        m.name, m.datum, int8_path(m), m.input_w, m.input_h, m.threads, m.load_time_ms, run.detect_every,
+        "model: {}, {}, {}x{}, {} thread(s), load+optimize {:.0} ms{} | detect every {} | {} | {} ({:.1} s)",
+        m.name, m.datum, m.input_w, m.input_h, m.threads, m.load_time_ms, int8_path(m), run.detect_every,
         core_map(&run.core_map).describe(), run.end, run.wall_s
     );
     let _ = writeln!(
@@ -606,10 +606,10 @@ fn fixed(x: Option<f64>, digits: usize) -> String {
     x.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
-/// " (own int8 ops: …)" for an int8 model, else nothing.
+/// ", own int8 ops: …" for an int8 model, else nothing.
 fn int8_path(m: &crate::bench::report::ModelFigures) -> String {
     m.int8_path
         .as_deref()
-        .map(|p| format!(" ({p})"))
+        .map(|p| format!(", {p}"))
         .unwrap_or_default()
 }

@@ -455,17 +455,17 @@ impl Detector {
             int8_path: int8.describe(),
         };
         log::info!(
-            "model {} loaded: input {}x{}, {}{}, {} thread(s), load+optimize {:.0} ms{}",
+            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms{}{}",
             info.name,
             info.input_w,
             info.input_h,
             info.datum,
-            info.int8_path
-                .as_deref()
-                .map(|p| format!(" ({p})"))
-                .unwrap_or_default(),
             info.threads,
             info.load_time.as_secs_f64() * 1e3,
+            info.int8_path
+                .as_deref()
+                .map(|p| format!(", {p}"))
+                .unwrap_or_default(),
             cfg.model
                 .reason()
                 .map(|r| format!(" ({r})"))
