@@ -36,8 +36,7 @@ impl FastDownsample {
         let inner: usize = shape[axis + 1..].iter().product();
         let mut out_shape: TVec<usize> = shape.into();
         out_shape[axis] = n_out;
-        // SAFETY: a 1-byte tensor's storage is `len()` initialised bytes.
-        let src: &[u8] = unsafe { input.as_slice_unchecked::<u8>() };
+        let src: &[u8] = input.as_bytes();
         let mut out = vec![0u8; outer * n_out * inner];
         downsample(
             src,

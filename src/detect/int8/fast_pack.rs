@@ -76,8 +76,7 @@ impl FastPackI8 {
         let row_stride = strides[self.k_axis] as usize;
         let pl = self.layout.panel_len(k);
         let panels = self.layout.panels(mn);
-        // SAFETY: an int8 tensor's storage is `len()` initialised bytes.
-        let bytes: &[u8] = unsafe { input.as_slice_unchecked::<u8>() };
+        let bytes: &[u8] = input.as_bytes();
         let mut batch_shape: TVec<usize> = shape.into();
         batch_shape[self.k_axis] = 1;
         batch_shape[self.mn_axis] = 1;

@@ -87,8 +87,8 @@ impl FastMaxPoolI8 {
         if shape.len() != 4 || out_shape.len() != 4 || shape[..2] != out_shape[..2] {
             return None;
         }
-        // SAFETY: an int8 tensor's storage is `len()` initialised bytes, read as i8.
-        let src: &[i8] = unsafe { input.as_slice_unchecked::<i8>() };
+        // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
+        let src: Vec<i8> = input.as_bytes().iter().map(|&b| b as i8).collect();
         let pad = match self.pad {
             Pad::Before(p) => p,
             Pad::Same { upper } => [0, 1].map(|a| {
@@ -108,7 +108,7 @@ impl FastMaxPoolI8 {
         };
         let mut out = vec![0i8; out_shape.iter().product()];
         max_pool(
-            src,
+            &src,
             [shape[0] * shape[1], shape[2], shape[3]],
             &mut out,
             [out_shape[2], out_shape[3]],
@@ -239,18 +239,15 @@ impl TypedOp for FastMaxPoolI8 {
     as_op!();
 }
 
-/// A `MaxPool` as tract declares it, for the tests' reference.
-#[cfg(test)]
-fn reference(
-    spec: tract_onnx::tract_core::ops::cnn::PoolSpec,
-) -> tract_onnx::tract_core::ops::cnn::MaxPool {
-    tract_onnx::tract_core::ops::cnn::MaxPool::new(spec, None)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use tract_onnx::tract_core::ops::cnn::PoolSpec;
+
+    /// A `MaxPool` as tract declares it, for the tests' reference.
+    fn reference(spec: PoolSpec) -> tract_onnx::tract_core::ops::cnn::MaxPool {
+        tract_onnx::tract_core::ops::cnn::MaxPool::new(spec, None)
+    }
 
     fn run_both(shape: [usize; 4], kernel: [usize; 2], stride: [usize; 2], pad: PaddingSpec) {
         let n: usize = shape.iter().product();
