@@ -17,12 +17,9 @@ pub struct FastResize {
 }
 
 impl FastResize {
-    /// The replacement for `op` on an input of fact `input` (f32 only). Not on 32-bit ARM:
-    /// there the bit-for-bit test against tract failed under qemu-user (cause not found yet),
-    /// so armv7 keeps tract's op.
+    /// The replacement for `op` on an input of fact `input` (f32 only).
     pub fn for_op(op: &Resize, input: &TypedFact) -> Option<Self> {
-        (input.datum_type == DatumType::F32 && !cfg!(target_arch = "arm"))
-            .then(|| FastResize { inner: op.clone() })
+        (input.datum_type == DatumType::F32).then(|| FastResize { inner: op.clone() })
     }
 
     /// tract's `Resize::eval`, step for step, with the innermost axis done by
@@ -174,12 +171,7 @@ mod tests {
                     let s = Tensor::from_shape(&[4], &sizes.map(|v| v as i64)).unwrap();
                     let inputs = tvec!(x.into_tvalue(), s.into_tvalue());
                     let want = op.eval(&ctx, inputs.clone()).unwrap();
-                    let taken = FastResize::for_op(&op, &f32::fact(shape));
-                    if cfg!(target_arch = "arm") {
-                        assert!(taken.is_none(), "armv7 keeps tract's Resize");
-                        return;
-                    }
-                    let ours = taken.expect("taken");
+                    let ours = FastResize::for_op(&op, &f32::fact(shape)).unwrap();
                     let got = ours.eval(&ctx, inputs).unwrap();
                     assert_eq!(want[0].shape(), got[0].shape());
                     let bits = |t: &TValue| -> Vec<u32> {
