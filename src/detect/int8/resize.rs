@@ -164,7 +164,7 @@ mod tests {
                         .map(|i| match i % 7 {
                             0 => -0.0,
                             1 => 1e-30,
-                            _ => ((i * 2_654_435_761) % 1000) as f32 / 37.0 - 13.0,
+                            _ => ((i as u64 * 2_654_435_761) % 1000) as f32 / 37.0 - 13.0,
                         })
                         .collect();
                     let x = Tensor::from_shape(&shape, &data).unwrap();
