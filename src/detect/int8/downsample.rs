@@ -23,6 +23,11 @@ impl FastDownsample {
             .then(|| FastDownsample { inner: op.clone() })
     }
 
+    /// The replaced op's axis, stride and first index (`modulo`).
+    pub fn params(&self) -> (usize, isize, usize) {
+        (self.inner.axis, self.inner.stride, self.inner.modulo)
+    }
+
     fn run(&self, input: &Tensor) -> Option<Tensor> {
         let shape = input.shape();
         let axis = self.inner.axis;

@@ -4,7 +4,8 @@
 //! - [`fast_pack::FastPackI8`]: tract's activation packing (`OptMatMulPack`) of int8 matmuls;
 //! - [`downsample::FastDownsample`]: tract's strided slices (`Downsample`) of int8 tensors;
 //! - [`maxpool::FastMaxPoolI8`]: tract's `OptMaxPool` on int8;
-//! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too).
+//! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too);
+//! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors.
 //!
 //! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
 //! comparisons with one binary.
@@ -14,6 +15,7 @@ pub mod fast_pack;
 pub mod maxpool;
 pub mod pack;
 pub mod resize;
+pub mod taps;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::OptMaxPool;
@@ -34,6 +36,8 @@ pub struct Report {
     pub maxpools_ours: usize,
     /// Float resizes now done by lookout (the FP32 model has them too).
     pub resizes_ours: usize,
+    /// In-graph im2col subgraphs (pad, slices, concat) now one lookout op each.
+    pub taps_ours: usize,
 }
 
 impl Report {
@@ -43,9 +47,10 @@ impl Report {
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} strided slices, {} max-pool(s), {} resize(s){}",
+                "own int8 ops: {} of {} packs, {} im2col concat(s), {} strided slices, {} max-pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
+                self.taps_ours,
                 self.downsamples_ours,
                 self.maxpools_ours,
                 self.resizes_ours,
@@ -75,6 +80,24 @@ pub fn install(model: &mut TypedModel) -> TractResult<Report> {
 pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
     let mut report = Report::default();
     let forced = !ours;
+    if ours {
+        // First the im2col subgraphs, while their slices are still tract's: each concat
+        // becomes one op reading the pad's input, and the pad and slices fall out.
+        let mut patches = Vec::new();
+        for node in model.nodes() {
+            if let Some((op, source)) = taps::FastTaps::for_node(model, node) {
+                patches.push((node.id, source, op));
+            }
+        }
+        report.taps_ours = patches.len();
+        for (id, source, op) in patches {
+            let node = model.node(id);
+            TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
+        }
+        if report.taps_ours > 0 {
+            *model = std::mem::take(model).into_compact()?;
+        }
+    }
     // One patch per node, applied at once: a replaced node feeding another one (two strided
     // slices in a row) is then already the new op when its successor is tapped.
     for id in 0..model.nodes().len() {
@@ -183,9 +206,19 @@ mod tests {
                 .filter(|n| n.op_is::<fast_pack::FastPackI8>())
                 .count();
             assert_eq!(ours_n, report.packs_ours, "{file}: nodes in the plan");
+            assert!(report.taps_ours > 0, "{file}: no im2col subgraph fused");
+            let taps_n = ours
+                .nodes()
+                .iter()
+                .filter(|n| n.op_is::<taps::FastTaps>())
+                .count();
+            assert_eq!(taps_n, report.taps_ours, "{file}: im2col ops in the plan");
             assert!(
-                report.downsamples_ours > 0,
-                "{file}: no strided slice taken"
+                !ours
+                    .nodes()
+                    .iter()
+                    .any(|n| n.op_is::<tract_onnx::tract_core::ops::array::Pad>()),
+                "{file}: a pad is left"
             );
             let down_n = ours
                 .nodes()

@@ -1,0 +1,523 @@
+//! `FastTaps`: one op for the in-graph im2col of the shipped INT8 graphs. Their recipe
+//! (`i2cs`, models/recipe/) turns every 3×3 convolution into `Pad` → 9 chains of `Slice` /
+//! strided `Downsample` → `Concat` on the channel axis → a 1×1 convolution. tract evaluates
+//! that as 1 + 3 + 9 + 9 full copies of the activations (pad, row slices, column slices,
+//! concat), each a separate tensor. `FastTaps` writes the concat's output once, straight
+//! from the unpadded input: a row copy per tap row (or a stride-2 gather), the padding
+//! written as the pad's constant.
+//!
+//! It replaces a `Concat` whose every input is such a chain (any mix of slices and
+//! downsamples, on any axes, including none) from one common node, optionally a constant
+//! `Pad`; the chain's intermediate nodes then fall out of the plan unless something else
+//! reads them.
+
+use rayon::prelude::*;
+use tract_linalg::multithread::{current_tract_executor, Executor};
+use tract_onnx::tract_core::internal::*;
+use tract_onnx::tract_core::ops::array::{Pad, PadMode, Slice, TypedConcat};
+use tract_onnx::tract_core::ops::Downsample;
+
+use super::downsample::FastDownsample;
+
+/// Below this many output bytes per call the work stays on the calling thread.
+const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+/// Where one axis of a tap reads the padded input: index `offset + stride * i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct AxisMap {
+    offset: usize,
+    stride: usize,
+}
+
+/// One input of the replaced `Concat`: its shape and, per axis, where it reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Tap {
+    shape: Vec<usize>,
+    maps: Vec<AxisMap>,
+}
+
+/// The op that replaces a pad → slices → concat subgraph on a 1-byte tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FastTaps {
+    /// The concat axis.
+    axis: usize,
+    /// The shape of the (unpadded) input.
+    in_shape: Vec<usize>,
+    /// Padding per axis, before and after (zeros when there was no `Pad`).
+    pads: Vec<(usize, usize)>,
+    /// The pad's constant, as the one byte of the tensor's type.
+    fill: u8,
+    taps: Vec<Tap>,
+    /// The output's type (the concat's).
+    dt: DatumType,
+    out_shape: Vec<usize>,
+}
+
+/// What a chain from the concat back to its root reads: the root outlet and the maps.
+fn trace(
+    model: &TypedModel,
+    mut outlet: OutletId,
+    rank: usize,
+) -> Option<(OutletId, Vec<AxisMap>)> {
+    let mut maps = vec![
+        AxisMap {
+            offset: 0,
+            stride: 1
+        };
+        rank
+    ];
+    loop {
+        let node = model.node(outlet.node);
+        // `maps` turn an index of the concat's input into one of `outlet`; the node on the
+        // way up maps its output index to its input's.
+        if let Some(op) = node.op_as::<Slice>() {
+            let start = op.start.as_i64().and_then(|s| usize::try_from(s).ok())?;
+            op.end.as_i64()?;
+            maps.get_mut(op.axis)?.offset += start;
+        } else if let Some(op) = node.op_as::<Downsample>() {
+            let stride = usize::try_from(op.stride).ok().filter(|&s| s > 0)?;
+            let m = maps.get_mut(op.axis)?;
+            m.offset = op.modulo + stride * m.offset;
+            m.stride *= stride;
+        } else if let Some(op) = node.op_as::<FastDownsample>() {
+            let (axis, stride, modulo) = op.params();
+            let stride = usize::try_from(stride).ok().filter(|&s| s > 0)?;
+            let m = maps.get_mut(axis)?;
+            m.offset = modulo + stride * m.offset;
+            m.stride *= stride;
+        } else {
+            return Some((outlet, maps));
+        }
+        if node.inputs.len() != 1 {
+            return None;
+        }
+        outlet = node.inputs[0];
+    }
+}
+
+fn concrete(fact: &TypedFact) -> Option<Vec<usize>> {
+    fact.shape.as_concrete().map(|s| s.to_vec())
+}
+
+impl FastTaps {
+    /// The replacement for the `Concat` node `concat` of `model` and the outlet it reads, when
+    /// all its inputs are slice/downsample chains from one node (through a constant `Pad` or
+    /// not) on a 1-byte type with concrete shapes, the concat axis not the innermost one.
+    pub fn for_node(model: &TypedModel, concat: &TypedNode) -> Option<(Self, OutletId)> {
+        let op = concat.op_as::<TypedConcat>()?;
+        let out_fact = &concat.outputs.first()?.fact;
+        let dt = out_fact.datum_type;
+        let rank = out_fact.rank();
+        if dt.size_of() != 1 || op.axis + 1 >= rank || concat.inputs.len() < 2 {
+            return None;
+        }
+        let out_shape = concrete(out_fact)?;
+        let mut root = None;
+        let mut taps = Vec::with_capacity(concat.inputs.len());
+        for &input in &concat.inputs {
+            let (r, maps) = trace(model, input, rank)?;
+            if r == input || *root.get_or_insert(r) != r {
+                return None;
+            }
+            let shape = concrete(model.outlet_fact(input).ok()?)?;
+            taps.push(Tap { shape, maps });
+        }
+        let root = root?;
+        // Through a constant pad to its input, when there is one.
+        let root_node = model.node(root.node);
+        let (source, pads, fill) = match root_node.op_as::<Pad>() {
+            Some(Pad {
+                pads,
+                mode: PadMode::Constant(value),
+            }) if root_node.inputs.len() == 1 => {
+                let value = value.cast_to_dt(dt).ok()?;
+                let &[fill] = value.as_bytes() else {
+                    return None;
+                };
+                (root_node.inputs[0], pads.clone(), fill)
+            }
+            _ => (root, vec![(0, 0); rank], 0),
+        };
+        let source_fact = model.outlet_fact(source).ok()?;
+        if source_fact.datum_type.size_of() != 1 || source_fact.rank() != rank || pads.len() != rank
+        {
+            return None;
+        }
+        let in_shape = concrete(source_fact)?;
+        let taps = FastTaps {
+            axis: op.axis,
+            in_shape,
+            pads,
+            fill,
+            taps,
+            dt,
+            out_shape,
+        };
+        taps.valid().then_some((taps, source))
+    }
+
+    /// The taps read inside the padded input and tile the output along the concat axis.
+    fn valid(&self) -> bool {
+        let rank = self.out_shape.len();
+        let mut along = 0;
+        for tap in &self.taps {
+            if tap.shape.len() != rank || tap.maps.len() != rank {
+                return false;
+            }
+            for d in 0..rank {
+                let padded = self.in_shape[d] + self.pads[d].0 + self.pads[d].1;
+                let n = tap.shape[d];
+                let m = tap.maps[d];
+                if n > 0 && m.offset + m.stride * (n - 1) >= padded {
+                    return false;
+                }
+                if d != self.axis && n != self.out_shape[d] {
+                    return false;
+                }
+            }
+            along += tap.shape[self.axis];
+        }
+        along == self.out_shape[self.axis]
+    }
+
+    /// Writes the output from `src` (the input's bytes).
+    fn run(&self, src: &[u8]) -> Option<Vec<u8>> {
+        let rank = self.out_shape.len();
+        if src.len() != self.in_shape.iter().product::<usize>() {
+            return None;
+        }
+        let total: usize = self.out_shape.iter().product();
+        let mut out = vec![self.fill; total];
+        // Blocks: for each index of the axes before the concat axis, one per tap, in the
+        // output's order; each is contiguous.
+        let outer: usize = self.out_shape[..self.axis].iter().product();
+        let inner: usize = self.out_shape[self.axis + 1..].iter().product();
+        let mut blocks: Vec<(usize, &Tap, &mut [u8])> = Vec::new();
+        let mut rest: &mut [u8] = &mut out;
+        for o in 0..outer {
+            for tap in &self.taps {
+                let (block, tail) =
+                    std::mem::take(&mut rest).split_at_mut(tap.shape[self.axis] * inner);
+                blocks.push((o, tap, block));
+                rest = tail;
+            }
+        }
+        let run = |(o, tap, block): &mut (usize, &Tap, &mut [u8])| {
+            self.write_block(src, *o, tap, block, rank)
+        };
+        let ok = match current_tract_executor() {
+            Executor::MultiThread(pool)
+                if pool.current_num_threads() > 1 && total >= PARALLEL_MIN_BYTES =>
+            {
+                pool.install(|| blocks.par_iter_mut().all(run))
+            }
+            _ => blocks.iter_mut().all(run),
+        };
+        ok.then_some(out)
+    }
+
+    /// One tap's block for the outer index `o`: every row (innermost axis) of it.
+    fn write_block(&self, src: &[u8], o: usize, tap: &Tap, block: &mut [u8], rank: usize) -> bool {
+        let last = rank - 1;
+        let width = tap.shape[last];
+        if width == 0 || block.is_empty() {
+            return true;
+        }
+        // Row-major strides of the unpadded input.
+        let mut in_strides = vec![1usize; rank];
+        for d in (0..last).rev() {
+            in_strides[d] = in_strides[d + 1] * self.in_shape[d + 1];
+        }
+        // The output coordinates of this block: `o` over the axes before the concat axis,
+        // the tap's extent from it on.
+        let mut extent = tap.shape.clone();
+        let mut coord = vec![0usize; rank];
+        let mut rem = o;
+        for d in (0..self.axis).rev() {
+            coord[d] = rem % self.out_shape[d];
+            rem /= self.out_shape[d];
+            extent[d] = coord[d] + 1;
+        }
+        // The innermost axis: which output columns read the input, and from where.
+        let m = tap.maps[last];
+        let (pad_before, in_w) = (self.pads[last].0, self.in_shape[last]);
+        let first_col = |x: usize| m.offset + m.stride * x;
+        let lo = (0..width)
+            .find(|&x| first_col(x) >= pad_before)
+            .unwrap_or(width);
+        let hi = (lo..width)
+            .find(|&x| first_col(x) - pad_before >= in_w)
+            .unwrap_or(width);
+        for row in block.chunks_exact_mut(width) {
+            // Source offset of this row, or `None` where it is in the padding.
+            let mut base = Some(0usize);
+            for d in 0..last {
+                let p = tap.maps[d].offset + tap.maps[d].stride * coord[d];
+                base = match (base, p.checked_sub(self.pads[d].0)) {
+                    (Some(b), Some(p)) if p < self.in_shape[d] => Some(b + p * in_strides[d]),
+                    _ => None,
+                };
+            }
+            if let (Some(base), true) = (base, lo < hi) {
+                let start = base + first_col(lo) - pad_before;
+                let n = hi - lo;
+                // The row's source span; it lies inside the input by construction (`valid`,
+                // `lo`, `hi`), checked all the same so a mistake is an error, not a panic.
+                let Some(span) = src.get(start..start + (n - 1) * m.stride + 1) else {
+                    return false;
+                };
+                let dst = &mut row[lo..hi];
+                match m.stride {
+                    1 => dst.copy_from_slice(span),
+                    2 => {
+                        // Pairs: de-interleaving loads (NEON `ld2`).
+                        for (d, p) in dst.iter_mut().zip(span.chunks(2)) {
+                            *d = p[0];
+                        }
+                    }
+                    s => {
+                        for (d, v) in dst.iter_mut().zip(span.iter().step_by(s)) {
+                            *d = *v;
+                        }
+                    }
+                }
+            }
+            // Next row: the innermost-but-one axis counts fastest.
+            for d in (0..last).rev() {
+                coord[d] += 1;
+                if coord[d] < extent[d] {
+                    break;
+                }
+                coord[d] = if d < self.axis { extent[d] - 1 } else { 0 };
+            }
+        }
+        true
+    }
+}
+
+impl Op for FastTaps {
+    fn name(&self) -> StaticName {
+        "FastTaps".into()
+    }
+
+    fn info(&self) -> TractResult<Vec<String>> {
+        Ok(vec![format!(
+            "{} taps on axis {}, pads {:?}, fill {}",
+            self.taps.len(),
+            self.axis,
+            self.pads,
+            self.fill
+        )])
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for FastTaps {
+    fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        let [input] = &*inputs else {
+            bail!("FastTaps takes one input, got {}", inputs.len());
+        };
+        if input.shape() != &*self.in_shape || input.datum_type().size_of() != 1 {
+            bail!(
+                "FastTaps was built for a {:?} byte tensor, got {:?} {:?}",
+                self.in_shape,
+                input.datum_type(),
+                input.shape()
+            );
+        }
+        let Some(out) = self.run(input.as_bytes()) else {
+            bail!("FastTaps: input of {} bytes does not fit", input.len());
+        };
+        let mut t = tract_ndarray::ArrayD::from_shape_vec(&*self.out_shape, out)?.into_tensor();
+        // SAFETY: same size (1 byte), and the bytes are values of the input's type.
+        unsafe { t.set_datum_type(self.dt) };
+        Ok(tvec!(t.into_tvalue()))
+    }
+
+    op_out_of_plan!();
+}
+
+impl TypedOp for FastTaps {
+    fn output_facts(&self, _inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        Ok(tvec!(TypedFact::dt_shape(self.dt, &*self.out_shape)))
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How a test subgraph reaches one tap: strided or not, per spatial axis.
+    #[derive(Clone, Copy)]
+    enum Step {
+        /// `Slice` of `len` from `start`.
+        Slice(usize, usize),
+        /// `Downsample` by `stride` from `first`, then a `Slice` of `len`.
+        Down(usize, usize, usize),
+    }
+
+    /// `x` (`shape`, int8) → optional `Pad(pads, fill)` → per tap, steps on axes 2 and 3 →
+    /// `Concat` on axis 1.
+    fn subgraph(
+        shape: [usize; 4],
+        pad: Option<(Vec<(usize, usize)>, i8)>,
+        taps: &[(Step, Step)],
+    ) -> TypedModel {
+        let mut m = TypedModel::default();
+        let x = m.add_source("x", i8::fact(shape)).unwrap();
+        let root = match pad {
+            Some((pads, fill)) => {
+                let op = Pad {
+                    pads,
+                    mode: PadMode::Constant(Arc::new(tensor0(fill))),
+                };
+                m.wire_node("pad", op, &[x]).unwrap()[0]
+            }
+            None => x,
+        };
+        let mut ins = Vec::new();
+        for (i, &(a, b)) in taps.iter().enumerate() {
+            let mut o = root;
+            for (axis, step) in [(2, a), (3, b)] {
+                o = match step {
+                    Step::Slice(start, len) => {
+                        let op = Slice::new(axis, start, start + len);
+                        m.wire_node(format!("s{i}.{axis}"), op, &[o]).unwrap()[0]
+                    }
+                    Step::Down(stride, first, len) => {
+                        let op = Downsample::new(axis, stride as isize, first);
+                        let d = m.wire_node(format!("d{i}.{axis}"), op, &[o]).unwrap()[0];
+                        let op = Slice::new(axis, 0, len);
+                        m.wire_node(format!("ds{i}.{axis}"), op, &[d]).unwrap()[0]
+                    }
+                };
+            }
+            ins.push(o);
+        }
+        let c = m.wire_node("concat", TypedConcat::new(1), &ins).unwrap()[0];
+        m.select_output_outlets(&[c]).unwrap();
+        m
+    }
+
+    /// An input shape, its optional pad (amounts, fill) and the taps.
+    type Case = (
+        [usize; 4],
+        Option<(Vec<(usize, usize)>, i8)>,
+        Vec<(Step, Step)>,
+    );
+
+    fn run(m: TypedModel, x: &Tensor) -> Vec<i8> {
+        let plan = m.into_runnable().unwrap();
+        let out = plan.run(tvec!(x.clone().into())).unwrap();
+        out[0]
+            .to_plain_array_view::<i8>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    /// 3×3 taps of a convolution of stride `s` on an `h`×`w` input padded by 1.
+    fn conv_taps(h: usize, w: usize, s: usize) -> Vec<(Step, Step)> {
+        let (oh, ow) = ((h + 2 - 3) / s + 1, (w + 2 - 3) / s + 1);
+        let step = |k: usize, n: usize| {
+            if s == 1 {
+                Step::Slice(k, n)
+            } else {
+                Step::Down(s, k, n)
+            }
+        };
+        (0..9).map(|t| (step(t / 3, oh), step(t % 3, ow))).collect()
+    }
+
+    /// Against tract's own evaluation of the subgraph, byte for byte: stride 1 and 2 convs on
+    /// odd sizes, asymmetric pads, a non-zero fill, no pad at all, and taps of uneven shapes.
+    #[test]
+    fn equals_tract_pad_slice_concat() {
+        let mut cases: Vec<Case> = Vec::new();
+        for (h, w) in [(7, 9), (8, 8), (1, 5), (13, 2)] {
+            for s in [1, 2] {
+                let pads = vec![(0, 0), (0, 0), (1, 1), (1, 1)];
+                cases.push(([1, 3, h, w], Some((pads, -3)), conv_taps(h, w, s)));
+            }
+        }
+        // Asymmetric padding, reads reaching into every border.
+        let pads = vec![(0, 0), (0, 0), (2, 0), (0, 3)];
+        cases.push((
+            [2, 2, 6, 5],
+            Some((pads, 7)),
+            vec![
+                (Step::Slice(0, 3), Step::Slice(4, 4)),
+                (Step::Down(2, 1, 3), Step::Down(2, 1, 4)),
+                (Step::Slice(5, 3), Step::Down(2, 0, 4)),
+            ],
+        ));
+        // No pad: plain slices of the input.
+        cases.push((
+            [1, 4, 5, 6],
+            None,
+            vec![
+                (Step::Slice(1, 3), Step::Slice(2, 3)),
+                (Step::Slice(0, 3), Step::Down(2, 1, 3)),
+            ],
+        ));
+        let mut seed = 0x9e37_79b9u32;
+        for (shape, pad, taps) in cases {
+            let n: usize = shape.iter().product();
+            let data: Vec<i8> = (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    (seed >> 24) as u8 as i8
+                })
+                .collect();
+            let x = Tensor::from_shape(&shape, &data).unwrap();
+            let theirs = subgraph(shape, pad.clone(), &taps);
+            let mut ours = theirs.clone();
+            let report = super::super::install_with(&mut ours, true).unwrap();
+            assert_eq!(report.taps_ours, 1, "{shape:?} {pad:?}: not fused");
+            assert_eq!(
+                ours.nodes().len(),
+                2,
+                "{shape:?}: only the source and FastTaps remain"
+            );
+            assert_eq!(run(theirs, &x), run(ours, &x), "{shape:?} {pad:?}");
+        }
+    }
+
+    /// Concats that are not an im2col of one tensor stay tract's: an input that is the
+    /// root itself, inputs from two different tensors, the innermost axis, a float type.
+    #[test]
+    fn leaves_other_concats_alone() {
+        let mut m = TypedModel::default();
+        let x = m.add_source("x", i8::fact([1, 2, 4, 4])).unwrap();
+        let y = m.add_source("y", i8::fact([1, 2, 4, 4])).unwrap();
+        let f = m.add_source("f", f32::fact([1, 2, 4, 4])).unwrap();
+        let sx = m.wire_node("sx", Slice::new(2, 0, 4), &[x]).unwrap()[0];
+        let sy = m.wire_node("sy", Slice::new(2, 0, 4), &[y]).unwrap()[0];
+        let sf = m.wire_node("sf", Slice::new(2, 0, 2), &[f]).unwrap()[0];
+        let sf2 = m.wire_node("sf2", Slice::new(2, 2, 4), &[f]).unwrap()[0];
+        let sx2 = m.wire_node("sx2", Slice::new(3, 1, 3), &[x]).unwrap()[0];
+        let sx3 = m.wire_node("sx3", Slice::new(3, 0, 2), &[x]).unwrap()[0];
+        let cases = [
+            ("root itself", TypedConcat::new(1), vec![sx, x]),
+            ("two tensors", TypedConcat::new(1), vec![sx, sy]),
+            ("innermost axis", TypedConcat::new(3), vec![sx2, sx3]),
+            ("float", TypedConcat::new(1), vec![sf, sf2]),
+        ];
+        for (what, op, ins) in cases {
+            let c = m.wire_node(what, op, &ins).unwrap()[0];
+            assert!(
+                FastTaps::for_node(&m, m.node(c.node)).is_none(),
+                "{what}: taken"
+            );
+        }
+        // The same graph's one im2col-like concat is taken.
+        let ok = m.wire_node("ok", TypedConcat::new(1), &[sx2, sx3]).unwrap()[0];
+        assert!(FastTaps::for_node(&m, m.node(ok.node)).is_some());
+    }
+}
