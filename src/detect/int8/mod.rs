@@ -5,6 +5,7 @@
 //! - [`downsample::FastDownsample`]: tract's strided slices (`Downsample`) of int8 tensors;
 //! - [`maxpool::FastMaxPoolI8`]: tract's `OptMaxPool` on int8;
 //! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too);
+//! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
 //! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors.
 //!
 //! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
@@ -12,6 +13,7 @@
 
 pub mod downsample;
 pub mod fast_pack;
+pub mod lut;
 pub mod maxpool;
 pub mod pack;
 pub mod resize;
@@ -19,6 +21,7 @@ pub mod taps;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::OptMaxPool;
+use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
 use tract_onnx::tract_core::ops::nn::resize::Resize;
 use tract_onnx::tract_core::ops::Downsample;
@@ -38,6 +41,8 @@ pub struct Report {
     pub resizes_ours: usize,
     /// In-graph im2col subgraphs (pad, slices, concat) now one lookout op each.
     pub taps_ours: usize,
+    /// 8-bit lookup tables (the INT8 graphs' activations) now done by lookout.
+    pub luts_ours: usize,
 }
 
 impl Report {
@@ -47,10 +52,11 @@ impl Report {
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} im2col concat(s), {} strided slices, {} max-pool(s), {} resize(s){}",
+                "own int8 ops: {} of {} packs, {} im2col concat(s), {} lookup table(s), {} strided slices, {} max-pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.taps_ours,
+                self.luts_ours,
                 self.downsamples_ours,
                 self.maxpools_ours,
                 self.resizes_ours,
@@ -110,6 +116,10 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
             report.downsamples_ours += ours.is_some() as usize;
             ours.map(|o| Box::new(o) as _)
+        } else if let Some(op) = node.op_as::<ElementWiseOp>() {
+            let ours = lut::FastLut::for_op(op, input).filter(|_| !forced);
+            report.luts_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
         } else if let Some(op) = node.op_as::<Resize>() {
             let ours = resize::FastResize::for_op(op, input).filter(|_| !forced);
             report.resizes_ours += ours.is_some() as usize;
@@ -135,7 +145,12 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             TypedModelPatch::replace_single_op(model, node, &inputs, ours)?.apply(model)?;
         }
     }
-    if report.packs_ours + report.downsamples_ours + report.maxpools_ours + report.resizes_ours > 0
+    if report.packs_ours
+        + report.downsamples_ours
+        + report.maxpools_ours
+        + report.resizes_ours
+        + report.luts_ours
+        > 0
     {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
         *model = std::mem::take(model).into_compact()?;
@@ -207,6 +222,17 @@ mod tests {
                 .count();
             assert_eq!(ours_n, report.packs_ours, "{file}: nodes in the plan");
             assert!(report.taps_ours > 0, "{file}: no im2col subgraph fused");
+            assert!(report.luts_ours > 0, "{file}: no lookup table taken");
+            let luts_left = ours
+                .nodes()
+                .iter()
+                .filter_map(|n| n.op_as::<ElementWiseOp>())
+                .filter(|op| {
+                    op.0.downcast_ref::<tract_onnx::tract_core::ops::quant::LookupTable>()
+                        .is_some()
+                })
+                .count();
+            assert_eq!(luts_left, 0, "{file}: lookup tables left to tract");
             let taps_n = ours
                 .nodes()
                 .iter()

@@ -180,6 +180,91 @@ impl FastTaps {
         along == self.out_shape[self.axis]
     }
 
+    /// True when every tap reads whole channel planes of an NCHW input (the im2col of a 2-D
+    /// convolution): concat on axis 1, no slicing or padding of axes 0 and 1.
+    fn planar(&self) -> bool {
+        self.out_shape.len() == 4
+            && self.axis == 1
+            && self.pads[..2] == [(0, 0), (0, 0)]
+            && self.taps.iter().all(|t| {
+                t.shape[..2] == self.in_shape[..2]
+                    && t.maps[..2].iter().all(|m| m.offset == 0 && m.stride == 1)
+            })
+    }
+
+    /// One tap's block for batch item `n` of an NCHW input, plane by plane ([`Self::planar`]).
+    /// With a stride of 1 and rows as wide as the input's, each plane is one copy of the
+    /// shifted input plane, then the padding columns written over; otherwise row by row.
+    fn write_planes(&self, src: &[u8], n: usize, tap: &Tap, block: &mut [u8]) -> bool {
+        let [_, c, hi, wi] = self.in_shape[..] else {
+            return false;
+        };
+        let (ho, wo) = (tap.shape[2], tap.shape[3]);
+        let (my, mx) = (tap.maps[2], tap.maps[3]);
+        let (pt, pl) = (self.pads[2].0, self.pads[3].0);
+        if ho * wo == 0 {
+            return true;
+        }
+        // The input row of each output row (`None`: padding), and the output columns that
+        // read the input, `lo..hi`, from input column `first`.
+        let rows: Vec<Option<usize>> = (0..ho)
+            .map(|y| {
+                (my.offset + my.stride * y)
+                    .checked_sub(pt)
+                    .filter(|&p| p < hi)
+            })
+            .collect();
+        let col = |x: usize| mx.offset + mx.stride * x;
+        let lo = (0..wo).find(|&x| col(x) >= pl).unwrap_or(wo);
+        let hi_x = (lo..wo).find(|&x| col(x) - pl >= wi).unwrap_or(wo);
+        let first = col(lo).saturating_sub(pl);
+        let n_cols = hi_x.saturating_sub(lo);
+        let y_lo = rows.iter().position(Option::is_some);
+        let y_hi = rows.iter().rposition(Option::is_some).map(|y| y + 1);
+        let flat = my.stride == 1 && mx.stride == 1 && wo == wi;
+        for (ch, plane) in block.chunks_exact_mut(ho * wo).enumerate() {
+            let Some(sp) = src.get((n * c + ch) * hi * wi..(n * c + ch + 1) * hi * wi) else {
+                return false;
+            };
+            let (Some(y_lo), Some(y_hi), true) = (y_lo, y_hi, n_cols > 0) else {
+                continue;
+            };
+            if flat {
+                // Output index i of rows y_lo..y_hi reads input index i + shift: one copy,
+                // clipped to the input plane; then the columns outside lo..hi get the fill.
+                let Some(p0) = rows[y_lo] else {
+                    return false;
+                };
+                let shift = (p0 * wi + first) as isize - (y_lo * wo + lo) as isize;
+                let (d0, d1) = (y_lo * wo, y_hi * wo);
+                let s0 = d0 as isize + shift;
+                let skip = (-s0).max(0) as usize;
+                let end = ((d1 as isize + shift).min(sp.len() as isize) - shift) as usize;
+                let (Some(dst), Some(from)) = (
+                    plane.get_mut(d0 + skip..end),
+                    sp.get((s0 + skip as isize) as usize..(end as isize + shift) as usize),
+                ) else {
+                    return false;
+                };
+                dst.copy_from_slice(from);
+                for row in plane[d0..d1].chunks_exact_mut(wo) {
+                    row[..lo].fill(self.fill);
+                    row[hi_x..].fill(self.fill);
+                }
+                continue;
+            }
+            for (y, row) in plane.chunks_exact_mut(wo).enumerate() {
+                let Some(p) = rows[y] else { continue };
+                let start = p * wi + first;
+                let Some(span) = sp.get(start..start + (n_cols - 1) * mx.stride + 1) else {
+                    return false;
+                };
+                gather(span, &mut row[lo..hi_x], mx.stride);
+            }
+        }
+        true
+    }
+
     /// Writes the output from `src` (the input's bytes).
     fn run(&self, src: &[u8]) -> Option<Vec<u8>> {
         let rank = self.out_shape.len();
@@ -202,8 +287,13 @@ impl FastTaps {
                 rest = tail;
             }
         }
+        let planar = self.planar();
         let run = |(o, tap, block): &mut (usize, &Tap, &mut [u8])| {
-            self.write_block(src, *o, tap, block, rank)
+            if planar {
+                self.write_planes(src, *o, tap, block)
+            } else {
+                self.write_block(src, *o, tap, block, rank)
+            }
         };
         let ok = match current_tract_executor() {
             Executor::MultiThread(pool)
@@ -266,21 +356,7 @@ impl FastTaps {
                 let Some(span) = src.get(start..start + (n - 1) * m.stride + 1) else {
                     return false;
                 };
-                let dst = &mut row[lo..hi];
-                match m.stride {
-                    1 => dst.copy_from_slice(span),
-                    2 => {
-                        // Pairs: de-interleaving loads (NEON `ld2`).
-                        for (d, p) in dst.iter_mut().zip(span.chunks(2)) {
-                            *d = p[0];
-                        }
-                    }
-                    s => {
-                        for (d, v) in dst.iter_mut().zip(span.iter().step_by(s)) {
-                            *d = *v;
-                        }
-                    }
-                }
+                gather(span, &mut row[lo..hi], m.stride);
             }
             // Next row: the innermost-but-one axis counts fastest.
             for d in (0..last).rev() {
@@ -292,6 +368,34 @@ impl FastTaps {
             }
         }
         true
+    }
+}
+
+/// Every `stride`-th byte of `span` from its first, into `dst`.
+fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
+    match stride {
+        1 => {
+            let n = dst.len().min(span.len());
+            dst[..n].copy_from_slice(&span[..n]);
+        }
+        2 => {
+            // Whole pairs: de-interleaving loads (NEON `ld2`); then a last odd byte.
+            let pairs = span.chunks_exact(2);
+            let last = pairs.remainder().first().copied();
+            let mut n = 0;
+            for (d, p) in dst.iter_mut().zip(pairs) {
+                *d = p[0];
+                n += 1;
+            }
+            if let (Some(d), Some(v)) = (dst.get_mut(n), last) {
+                *d = v;
+            }
+        }
+        s => {
+            for (d, v) in dst.iter_mut().zip(span.iter().step_by(s)) {
+                *d = *v;
+            }
+        }
     }
 }
 
@@ -487,6 +591,56 @@ mod tests {
             );
             assert_eq!(run(theirs, &x), run(ours, &x), "{shape:?} {pad:?}");
         }
+    }
+
+    /// A concat that is not a convolution's im2col (on a spatial axis, a tap slicing the
+    /// channels) takes the general row-by-row path, and matches tract all the same.
+    #[test]
+    fn general_path_equals_tract() {
+        let shape = [2usize, 3, 5, 6];
+        let mut m = TypedModel::default();
+        let x = m.add_source("x", i8::fact(shape)).unwrap();
+        let pad = Pad {
+            pads: vec![(0, 0), (0, 1), (1, 1), (2, 1)],
+            mode: PadMode::Constant(Arc::new(tensor0(-5i8))),
+        };
+        let p = m.wire_node("pad", pad, &[x]).unwrap()[0];
+        let chain = |m: &mut TypedModel, name: &str, ops: Vec<Box<dyn TypedOp>>| {
+            let mut o = p;
+            for (i, op) in ops.into_iter().enumerate() {
+                o = m.wire_node(format!("{name}{i}"), op, &[o]).unwrap()[0];
+            }
+            o
+        };
+        let a = chain(
+            &mut m,
+            "a",
+            vec![
+                Box::new(Slice::new(1, 1, 4)),
+                Box::new(Slice::new(2, 0, 3)),
+                Box::new(Slice::new(3, 1, 7)),
+            ],
+        );
+        let b = chain(
+            &mut m,
+            "b",
+            vec![
+                Box::new(Slice::new(1, 0, 3)),
+                Box::new(Downsample::new(2, 2, 1)),
+                Box::new(Downsample::new(3, 1, 3)),
+            ],
+        );
+        let c = m.wire_node("concat", TypedConcat::new(2), &[a, b]).unwrap()[0];
+        m.select_output_outlets(&[c]).unwrap();
+        let (op, _) = FastTaps::for_node(&m, m.node(c.node)).expect("taken");
+        assert!(!op.planar());
+        let n: usize = shape.iter().product();
+        let data: Vec<i8> = (0..n).map(|i| (i * 29 % 253) as u8 as i8).collect();
+        let x = Tensor::from_shape(&shape, &data).unwrap();
+        let mut ours = m.clone();
+        let report = super::super::install_with(&mut ours, true).unwrap();
+        assert_eq!(report.taps_ours, 1);
+        assert_eq!(run(m, &x), run(ours, &x));
     }
 
     /// Concats that are not an im2col of one tensor stay tract's: an input that is the
