@@ -71,6 +71,62 @@ pub fn resample_innermost(input: &[f32], len_in: usize, plan: &AxisPlan, output:
     if len_in == 0 || len_out == 0 || window == 0 {
         return;
     }
+    if window <= 2 {
+        // Linear and nearest plans: each output's non-zero taps (at most two), in order,
+        // with their indices checked once here instead of per row.
+        let mut taps = vec![Taps2::default(); len_out];
+        for (((t, &extrapolated), indices), weights) in taps
+            .iter_mut()
+            .zip(&plan.extrapolated)
+            .zip(plan.indices.chunks_exact(window))
+            .zip(plan.weights.chunks_exact(window))
+        {
+            if extrapolated {
+                continue;
+            }
+            for (&i, &w) in indices.iter().zip(weights) {
+                if w != 0.0 {
+                    if i >= len_in {
+                        // Not a plan tract makes; the general loop below panics as tract would.
+                        return resample_general(input, len_in, plan, output);
+                    }
+                    t.index[t.n] = i;
+                    t.weight[t.n] = w;
+                    t.n += 1;
+                }
+            }
+        }
+        for (src, dst) in input
+            .chunks_exact(len_in)
+            .zip(output.chunks_exact_mut(len_out))
+        {
+            for (d, t) in dst.iter_mut().zip(&taps) {
+                let mut acc = 0.0f32;
+                if t.n > 0 {
+                    acc += t.weight[0] * src[t.index[0]];
+                }
+                if t.n > 1 {
+                    acc += t.weight[1] * src[t.index[1]];
+                }
+                *d = acc;
+            }
+        }
+        return;
+    }
+    resample_general(input, len_in, plan, output)
+}
+
+/// Up to two non-zero taps of one output: `n` of them, in the plan's order.
+#[derive(Clone, Copy, Default)]
+struct Taps2 {
+    n: usize,
+    index: [usize; 2],
+    weight: [f32; 2],
+}
+
+/// [`resample_innermost`] for any plan: every tap looked up per output.
+fn resample_general(input: &[f32], len_in: usize, plan: &AxisPlan, output: &mut [f32]) {
+    let (len_out, window) = (plan.extrapolated.len(), plan.window);
     for (src, dst) in input
         .chunks_exact(len_in)
         .zip(output.chunks_exact_mut(len_out))
