@@ -74,8 +74,6 @@ impl FastPackI8 {
         }
         let (k, mn) = (shape[self.k_axis], shape[self.mn_axis]);
         let row_stride = strides[self.k_axis] as usize;
-        let pl = self.layout.panel_len(k);
-        let panels = self.layout.panels(mn);
         let bytes: &[u8] = input.as_bytes();
         let mut batch_shape: TVec<usize> = shape.into();
         batch_shape[self.k_axis] = 1;
@@ -92,71 +90,99 @@ impl FastPackI8 {
                     .collect();
             }
         }
-        let align = match self.layout {
-            Layout::Plain { align, .. } => align.max(16),
-            Layout::K4 { .. } => 16,
-        };
-        let layout = std::alloc::Layout::from_size_align(panels * pl, align)?;
-        let mut blobs: Vec<Blob> = items
-            .iter()
-            .map(|_| {
-                // SAFETY: `layout` is a valid layout (checked above); the bytes are zeroed
-                // before anything reads or hands them out.
-                let mut blob = unsafe { Blob::for_layout(layout) };
-                blob.as_bytes_mut().fill(0);
-                blob
-            })
-            .collect();
-        // Work units: runs of panels of one item, about 16 KB each.
-        let per_unit = (16 * 1024 / pl.max(1)).max(1);
-        let mut units: Vec<(usize, usize, &mut [u8])> = Vec::new();
-        for (item, blob) in blobs.iter_mut().enumerate() {
-            for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
-                units.push((item, j * per_unit, chunk));
-            }
-        }
-        let layout = self.layout;
-        let run = |(item, first, out): &mut (usize, usize, &mut [u8])| -> bool {
-            let src = Source {
-                data: &bytes[items[*item]..],
-                k,
-                mn,
-                row_stride,
-            };
-            pack::pack(layout, &src, *first, out)
-        };
-        let total = panels * pl * items.len();
-        let ok = match current_tract_executor() {
-            Executor::MultiThread(pool)
-                if pool.current_num_threads() > 1 && total >= PARALLEL_MIN_BYTES =>
-            {
-                pool.install(|| units.par_iter_mut().all(run))
-            }
-            _ => units.iter_mut().all(run),
-        };
-        if !ok {
-            return Ok(None);
-        }
-        let values: TVec<Box<dyn MMMInputValue>> = blobs
-            .into_iter()
-            .map(|blob| {
-                Box::new(EagerPackedInput {
-                    fact: PackedExoticFact {
-                        format: self.format.clone(),
-                        mn: mn.to_dim(),
-                        k,
-                    },
-                    packed: Arc::new(blob),
-                    panel_bytes: pl,
-                    mn,
-                }) as Box<dyn MMMInputValue>
-            })
-            .collect();
         let out_shape = self.inner.output_shape(shape);
-        Ok(Some(
-            PackedMatrixStorage::new_batched(&out_shape, values).into_tensor(input.datum_type()),
-        ))
+        pack_items(
+            &*self.format,
+            self.layout,
+            bytes,
+            &items,
+            [k, mn, row_stride],
+            &out_shape,
+            input.datum_type(),
+        )
     }
+}
+
+/// Packs the `k`×`mn` matrices of `bytes` starting at each offset of `items` (rows
+/// `row_stride` apart, mn contiguous) into tract's `format` (whose panels are `layout`), split
+/// over the model's threads; the packed values in a batched storage of shape `out_shape`.
+/// `None` when a matrix does not fit in `bytes`.
+pub fn pack_items(
+    format: &dyn MMMInputFormat,
+    layout: Layout,
+    bytes: &[u8],
+    items: &[usize],
+    [k, mn, row_stride]: [usize; 3],
+    out_shape: &[usize],
+    dt: DatumType,
+) -> TractResult<Option<Tensor>> {
+    let pl = layout.panel_len(k);
+    let panels = layout.panels(mn);
+    let align = match layout {
+        Layout::Plain { align, .. } => align.max(16),
+        Layout::K4 { .. } => 16,
+    };
+    let mem = std::alloc::Layout::from_size_align(panels * pl, align)?;
+    let mut blobs: Vec<Blob> = items
+        .iter()
+        .map(|_| {
+            // SAFETY: `mem` is a valid layout (checked above); the bytes are zeroed
+            // before anything reads or hands them out.
+            let mut blob = unsafe { Blob::for_layout(mem) };
+            blob.as_bytes_mut().fill(0);
+            blob
+        })
+        .collect();
+    // Work units: runs of panels of one item, about 16 KB each.
+    let per_unit = (16 * 1024 / pl.max(1)).max(1);
+    let mut units: Vec<(usize, usize, &mut [u8])> = Vec::new();
+    for (item, blob) in blobs.iter_mut().enumerate() {
+        for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
+            units.push((item, j * per_unit, chunk));
+        }
+    }
+    let run = |(item, first, out): &mut (usize, usize, &mut [u8])| -> bool {
+        let Some(data) = bytes.get(items[*item]..) else {
+            return false;
+        };
+        let src = Source {
+            data,
+            k,
+            mn,
+            row_stride,
+        };
+        pack::pack(layout, &src, *first, out)
+    };
+    let total = panels * pl * items.len();
+    let ok = match current_tract_executor() {
+        Executor::MultiThread(pool)
+            if pool.current_num_threads() > 1 && total >= PARALLEL_MIN_BYTES =>
+        {
+            pool.install(|| units.par_iter_mut().all(run))
+        }
+        _ => units.iter_mut().all(run),
+    };
+    if !ok {
+        return Ok(None);
+    }
+    let values: TVec<Box<dyn MMMInputValue>> = blobs
+        .into_iter()
+        .map(|blob| {
+            Box::new(EagerPackedInput {
+                fact: PackedExoticFact {
+                    format: tract_onnx::tract_core::dyn_clone::clone_box(format),
+                    mn: mn.to_dim(),
+                    k,
+                },
+                packed: Arc::new(blob),
+                panel_bytes: pl,
+                mn,
+            }) as Box<dyn MMMInputValue>
+        })
+        .collect();
+    Ok(Some(
+        PackedMatrixStorage::new_batched(out_shape, values).into_tensor(dt),
+    ))
 }
 
 /// The panel layout of a tract packing format, when it is one [`pack`] writes.
@@ -221,11 +247,11 @@ impl TypedOp for FastPackI8 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use tract_onnx::tract_core::tract_linalg::mmm::MMMInputValue;
 
-    fn noise_i8(n: usize, seed: u64) -> Vec<i8> {
+    pub(in crate::detect::int8) fn noise_i8(n: usize, seed: u64) -> Vec<i8> {
         let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         (0..n)
             .map(|_| {
@@ -239,7 +265,7 @@ mod tests {
 
     /// The bytes of every packed value of a `PackedMatrixStorage` tensor, with the region each
     /// layout defines (Plain: the data records of each panel; K4: everything).
-    fn packed_items(t: &Tensor, layout: Layout) -> Vec<Vec<u8>> {
+    pub(in crate::detect::int8) fn packed_items(t: &Tensor, layout: Layout) -> Vec<Vec<u8>> {
         let storage = t
             .try_storage_as::<PackedMatrixStorage>()
             .expect("packed storage");

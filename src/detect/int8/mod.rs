@@ -5,6 +5,7 @@
 //! - [`downsample::FastDownsample`]: tract's strided slices (`Downsample`) of int8 tensors;
 //! - [`maxpool::FastMaxPoolI8`]: tract's `OptMaxPool` on int8;
 //! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too);
+//! - [`im2col::FastIm2col`]: tract's eager int8 `Im2Col` (the stem convolution's patches);
 //! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
 //! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors.
 //!
@@ -13,6 +14,7 @@
 
 pub mod downsample;
 pub mod fast_pack;
+pub mod im2col;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
@@ -20,6 +22,7 @@ pub mod resize;
 pub mod taps;
 
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
 use tract_onnx::tract_core::ops::cnn::OptMaxPool;
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
@@ -43,6 +46,8 @@ pub struct Report {
     pub taps_ours: usize,
     /// 8-bit lookup tables (the INT8 graphs' activations) now done by lookout.
     pub luts_ours: usize,
+    /// Eager int8 patch packings (`Im2Col`, the stem) now done by lookout.
+    pub im2cols_ours: usize,
 }
 
 impl Report {
@@ -52,10 +57,11 @@ impl Report {
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} im2col concat(s), {} lookup table(s), {} strided slices, {} max-pool(s), {} resize(s){}",
+                "own int8 ops: {} of {} packs, {} im2col concat(s), {} eager im2col(s), {} lookup table(s), {} strided slices, {} max-pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.taps_ours,
+                self.im2cols_ours,
                 self.luts_ours,
                 self.downsamples_ours,
                 self.maxpools_ours,
@@ -116,6 +122,11 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
             let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
             report.downsamples_ours += ours.is_some() as usize;
             ours.map(|o| Box::new(o) as _)
+        } else if let Some(op) = node.op_as::<Im2Col>() {
+            let ours =
+                im2col::FastIm2col::for_op(op, input, &node.outputs[0].fact).filter(|_| !forced);
+            report.im2cols_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
         } else if let Some(op) = node.op_as::<ElementWiseOp>() {
             let ours = lut::FastLut::for_op(op, input).filter(|_| !forced);
             report.luts_ours += ours.is_some() as usize;
@@ -150,6 +161,7 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
         + report.maxpools_ours
         + report.resizes_ours
         + report.luts_ours
+        + report.im2cols_ours
         > 0
     {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
@@ -223,6 +235,10 @@ mod tests {
             assert_eq!(ours_n, report.packs_ours, "{file}: nodes in the plan");
             assert!(report.taps_ours > 0, "{file}: no im2col subgraph fused");
             assert!(report.luts_ours > 0, "{file}: no lookup table taken");
+            assert_eq!(
+                report.im2cols_ours, 1,
+                "{file}: the stem's im2col not taken"
+            );
             let luts_left = ours
                 .nodes()
                 .iter()

@@ -374,7 +374,7 @@ impl FastTaps {
 }
 
 /// Every `stride`-th byte of `span` from its first, into `dst`.
-fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
+pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
     match stride {
         1 => {
             let n = dst.len().min(span.len());
