@@ -20,12 +20,12 @@ const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 pub struct FastPackI8 {
     /// The op it replaces: its output facts are ours, and it runs whenever an input does not
     /// have the expected layout (never, for a typed model's contiguous tensors).
-    inner: OptMatMulPack,
+    pub(super) inner: OptMatMulPack,
     /// tract's packing format (copied into every packed value).
-    format: Box<dyn MMMInputFormat>,
-    layout: Layout,
-    k_axis: usize,
-    mn_axis: usize,
+    pub(super) format: Box<dyn MMMInputFormat>,
+    pub(super) layout: Layout,
+    pub(super) k_axis: usize,
+    pub(super) mn_axis: usize,
 }
 
 impl FastPackI8 {
@@ -116,33 +116,8 @@ pub fn pack_items(
     out_shape: &[usize],
     dt: DatumType,
 ) -> TractResult<Option<Tensor>> {
-    let pl = layout.panel_len(k);
-    let panels = layout.panels(mn);
-    let align = match layout {
-        Layout::Plain { align, .. } => align.max(16),
-        Layout::K4 { .. } => 16,
-    };
-    let mem = std::alloc::Layout::from_size_align(panels * pl, align)?;
-    let mut blobs: Vec<Blob> = items
-        .iter()
-        .map(|_| {
-            // SAFETY: `mem` is a valid layout (checked above); the bytes are zeroed
-            // before anything reads or hands them out.
-            let mut blob = unsafe { Blob::for_layout(mem) };
-            blob.as_bytes_mut().fill(0);
-            blob
-        })
-        .collect();
-    // Work units: runs of panels of one item, about 16 KB each.
-    let per_unit = (16 * 1024 / pl.max(1)).max(1);
-    let mut units: Vec<(usize, usize, &mut [u8])> = Vec::new();
-    for (item, blob) in blobs.iter_mut().enumerate() {
-        for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
-            units.push((item, j * per_unit, chunk));
-        }
-    }
-    let run = |(item, first, out): &mut (usize, usize, &mut [u8])| -> bool {
-        let Some(data) = bytes.get(items[*item]..) else {
+    let fill = |item: usize, first: usize, out: &mut [u8]| -> bool {
+        let Some(data) = bytes.get(items[item]..) else {
             return false;
         };
         let src = Source {
@@ -151,9 +126,68 @@ pub fn pack_items(
             mn,
             row_stride,
         };
-        pack::pack(layout, &src, *first, out)
+        pack::pack(layout, &src, first, out)
     };
-    let total = panels * pl * items.len();
+    pack_with(
+        format,
+        layout,
+        [k, mn],
+        items.len(),
+        false,
+        out_shape,
+        dt,
+        fill,
+    )
+}
+
+/// The packed values of `n_items` k×mn matrices in tract's `format` (panels `layout`),
+/// zeroed, then written by `fill(item, first_panel, panels)` in work units run on the model's
+/// threads: whole items when `whole_items`, else runs of about 16 KB of panels. `None` when
+/// a call of `fill` fails.
+#[allow(clippy::too_many_arguments)]
+pub fn pack_with<F>(
+    format: &dyn MMMInputFormat,
+    layout: Layout,
+    [k, mn]: [usize; 2],
+    n_items: usize,
+    whole_items: bool,
+    out_shape: &[usize],
+    dt: DatumType,
+    fill: F,
+) -> TractResult<Option<Tensor>>
+where
+    F: Fn(usize, usize, &mut [u8]) -> bool + Sync,
+{
+    let pl = layout.panel_len(k);
+    let panels = layout.panels(mn);
+    let align = match layout {
+        Layout::Plain { align, .. } => align.max(16),
+        Layout::K4 { .. } => 16,
+    };
+    let mem = std::alloc::Layout::from_size_align(panels * pl, align)?;
+    let mut blobs: Vec<Blob> = (0..n_items)
+        .map(|_| {
+            // SAFETY: `mem` is a valid layout (checked above); the bytes are zeroed
+            // before anything reads or hands them out.
+            let mut blob = unsafe { Blob::for_layout(mem) };
+            blob.as_bytes_mut().fill(0);
+            blob
+        })
+        .collect();
+    // Work units: runs of panels of one item, about 16 KB each, or whole items.
+    let per_unit = if whole_items {
+        panels.max(1)
+    } else {
+        (16 * 1024 / pl.max(1)).max(1)
+    };
+    let mut units: Vec<(usize, usize, &mut [u8])> = Vec::new();
+    for (item, blob) in blobs.iter_mut().enumerate() {
+        for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
+            units.push((item, j * per_unit, chunk));
+        }
+    }
+    let run = |(item, first, out): &mut (usize, usize, &mut [u8])| fill(*item, *first, out);
+    let total = panels * pl * n_items;
     let ok = match current_tract_executor() {
         Executor::MultiThread(pool)
             if pool.current_num_threads() > 1 && total >= PARALLEL_MIN_BYTES =>

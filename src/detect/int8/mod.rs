@@ -7,7 +7,8 @@
 //! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too);
 //! - [`im2col::FastIm2col`]: tract's eager int8 `Im2Col` (the stem convolution's patches);
 //! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
-//! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors.
+//! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors;
+//! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op.
 //!
 //! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
 //! comparisons with one binary.
@@ -20,6 +21,7 @@ pub mod maxpool;
 pub mod pack;
 pub mod resize;
 pub mod taps;
+pub mod taps_pack;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
@@ -48,6 +50,8 @@ pub struct Report {
     pub luts_ours: usize,
     /// Eager int8 patch packings (`Im2Col`, the stem) now done by lookout.
     pub im2cols_ours: usize,
+    /// In-graph im2cols packed row by row without the whole tensor in between.
+    pub taps_packed: usize,
 }
 
 impl Report {
@@ -57,10 +61,11 @@ impl Report {
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} im2col concat(s), {} eager im2col(s), {} lookup table(s), {} strided slices, {} max-pool(s), {} resize(s){}",
+                "own int8 ops: {} of {} packs, {} im2col concat(s) ({} packed row by row), {} eager im2col(s), {} lookup table(s), {} strided slices, {} max-pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.taps_ours,
+                self.taps_packed,
                 self.im2cols_ours,
                 self.luts_ours,
                 self.downsamples_ours,
@@ -90,6 +95,11 @@ pub fn install(model: &mut TypedModel) -> TractResult<Report> {
 
 /// [`install`] with the choice made by the caller: `ours` false only counts the int8 packs.
 pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
+    install_stages(model, ours, true)
+}
+
+/// [`install_with`], with the last step, packing im2cols row by row, only when `fuse`.
+fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult<Report> {
     let mut report = Report::default();
     let forced = !ours;
     if ours {
@@ -167,7 +177,43 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
         *model = std::mem::take(model).into_compact()?;
     }
+    if ours && fuse {
+        report.taps_packed = fuse_taps_into_packs(model)?;
+    }
     Ok(report)
+}
+
+/// Replaces every `FastPackI8` that is the only reader of a `FastTaps` by one
+/// [`taps_pack::FastTapsPack`] reading the taps' input; returns how many.
+fn fuse_taps_into_packs(model: &mut TypedModel) -> TractResult<usize> {
+    let mut fused = Vec::new();
+    for node in model.nodes() {
+        let Some(pack) = node.op_as::<fast_pack::FastPackI8>() else {
+            continue;
+        };
+        let Some(&outlet) = node.inputs.first() else {
+            continue;
+        };
+        let producer = model.node(outlet.node);
+        let Some(taps) = producer.op_as::<taps::FastTaps>() else {
+            continue;
+        };
+        if model.outlet_successors(outlet).len() != 1 || producer.inputs.len() != 1 {
+            continue;
+        }
+        if let Some(op) = taps_pack::FastTapsPack::for_pair(taps, pack) {
+            fused.push((node.id, producer.inputs[0], op));
+        }
+    }
+    let n = fused.len();
+    for (id, source, op) in fused {
+        let node = model.node(id);
+        TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
+    }
+    if n > 0 {
+        *model = std::mem::take(model).into_compact()?;
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -232,7 +278,21 @@ mod tests {
                 .iter()
                 .filter(|n| n.op_is::<fast_pack::FastPackI8>())
                 .count();
-            assert_eq!(ours_n, report.packs_ours, "{file}: nodes in the plan");
+            assert_eq!(
+                ours_n,
+                report.packs_ours - report.taps_packed,
+                "{file}: packs in the plan"
+            );
+            assert!(
+                report.taps_packed > 0,
+                "{file}: no im2col packed row by row"
+            );
+            let fused_n = ours
+                .nodes()
+                .iter()
+                .filter(|n| n.op_is::<taps_pack::FastTapsPack>())
+                .count();
+            assert_eq!(fused_n, report.taps_packed, "{file}: fused ops in the plan");
             assert!(report.taps_ours > 0, "{file}: no im2col subgraph fused");
             assert!(report.luts_ours > 0, "{file}: no lookup table taken");
             assert_eq!(
@@ -254,7 +314,11 @@ mod tests {
                 .iter()
                 .filter(|n| n.op_is::<taps::FastTaps>())
                 .count();
-            assert_eq!(taps_n, report.taps_ours, "{file}: im2col ops in the plan");
+            assert_eq!(
+                taps_n,
+                report.taps_ours - report.taps_packed,
+                "{file}: im2col ops in the plan"
+            );
             assert!(
                 !ours
                     .nodes()

@@ -36,6 +36,17 @@ struct Tap {
     maps: Vec<AxisMap>,
 }
 
+/// Where one planar tap's output rows read (see [`FastTaps::tap_rows`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct TapRows {
+    rows: Vec<Option<usize>>,
+    lo: usize,
+    hi: usize,
+    first: usize,
+    stride: usize,
+    channels: usize,
+}
+
 /// The op that replaces a pad → slices → concat subgraph on a 1-byte tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastTaps {
@@ -192,21 +203,14 @@ impl FastTaps {
             })
     }
 
-    /// One tap's block for batch item `n` of an NCHW input, plane by plane ([`Self::planar`]).
-    /// With a stride of 1 and rows as wide as the input's, each plane is one copy of the
-    /// shifted input plane, then the padding columns written over; otherwise row by row.
-    fn write_planes(&self, src: &[u8], n: usize, tap: &Tap, block: &mut [u8]) -> bool {
-        let [_, c, hi, wi] = self.in_shape[..] else {
-            return false;
-        };
+    /// Where one planar tap's output rows read: the input row of each output row (`None`:
+    /// padding), and the output columns that read the input, `lo..hi`, from input column
+    /// `first` every `stride`.
+    fn tap_rows(&self, tap: &Tap) -> TapRows {
+        let (hi, wi) = (self.in_shape[2], self.in_shape[3]);
         let (ho, wo) = (tap.shape[2], tap.shape[3]);
         let (my, mx) = (tap.maps[2], tap.maps[3]);
         let (pt, pl) = (self.pads[2].0, self.pads[3].0);
-        if ho * wo == 0 {
-            return true;
-        }
-        // The input row of each output row (`None`: padding), and the output columns that
-        // read the input, `lo..hi`, from input column `first`.
         let rows: Vec<Option<usize>> = (0..ho)
             .map(|y| {
                 (my.offset + my.stride * y)
@@ -217,7 +221,86 @@ impl FastTaps {
         let col = |x: usize| mx.offset + mx.stride * x;
         let lo = (0..wo).find(|&x| col(x) >= pl).unwrap_or(wo);
         let hi_x = (lo..wo).find(|&x| col(x) - pl >= wi).unwrap_or(wo);
-        let first = col(lo).saturating_sub(pl);
+        TapRows {
+            rows,
+            lo,
+            hi: hi_x,
+            first: col(lo).saturating_sub(pl),
+            stride: mx.stride,
+            channels: tap.shape[1],
+        }
+    }
+
+    /// [`Self::tap_rows`] of every tap, when the taps are [`Self::planar`].
+    pub(super) fn row_plans(&self) -> Option<Vec<TapRows>> {
+        self.planar()
+            .then(|| self.taps.iter().map(|t| self.tap_rows(t)).collect())
+    }
+
+    /// The output's shape.
+    pub(super) fn out_shape(&self) -> &[usize] {
+        &self.out_shape
+    }
+
+    /// The padding byte.
+    pub(super) fn fill(&self) -> u8 {
+        self.fill
+    }
+
+    /// Output row `y` of batch item `b` of planar taps (`plans` from [`Self::row_plans`]):
+    /// every channel of every tap, one after the other, `wo` bytes each, into `out`, whose
+    /// padding must already hold the fill byte.
+    pub(super) fn write_row(
+        &self,
+        plans: &[TapRows],
+        src: &[u8],
+        [b, y]: [usize; 2],
+        out: &mut [u8],
+    ) -> bool {
+        let [_, c, hi, wi] = self.in_shape[..] else {
+            return false;
+        };
+        let wo = self.out_shape[3];
+        let mut rows = out.chunks_exact_mut(wo.max(1));
+        for plan in plans {
+            let n_cols = plan.hi.saturating_sub(plan.lo);
+            let p = plan.rows.get(y).copied().flatten();
+            for ch in 0..plan.channels {
+                let Some(row) = rows.next() else {
+                    return false;
+                };
+                let (Some(p), true) = (p, n_cols > 0) else {
+                    continue;
+                };
+                let start = ((b * c + ch) * hi + p) * wi + plan.first;
+                let Some(span) = src.get(start..start + (n_cols - 1) * plan.stride + 1) else {
+                    return false;
+                };
+                gather(span, &mut row[plan.lo..plan.hi], plan.stride);
+            }
+        }
+        true
+    }
+
+    /// One tap's block for batch item `n` of an NCHW input, plane by plane ([`Self::planar`]).
+    /// With a stride of 1 and rows as wide as the input's, each plane is one copy of the
+    /// shifted input plane, then the padding columns written over; otherwise row by row.
+    fn write_planes(&self, src: &[u8], n: usize, tap: &Tap, block: &mut [u8]) -> bool {
+        let [_, c, hi, wi] = self.in_shape[..] else {
+            return false;
+        };
+        let (ho, wo) = (tap.shape[2], tap.shape[3]);
+        let (my, mx) = (tap.maps[2], tap.maps[3]);
+        if ho * wo == 0 {
+            return true;
+        }
+        let TapRows {
+            rows,
+            lo,
+            hi: hi_x,
+            first,
+            ..
+        } = self.tap_rows(tap);
         let n_cols = hi_x.saturating_sub(lo);
         let y_lo = rows.iter().position(Option::is_some);
         let y_hi = rows.iter().rposition(Option::is_some).map(|y| y + 1);
@@ -376,10 +459,7 @@ impl FastTaps {
 /// Every `stride`-th byte of `span` from its first, into `dst`.
 pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
     match stride {
-        1 => {
-            let n = dst.len().min(span.len());
-            dst[..n].copy_from_slice(&span[..n]);
-        }
+        1 => copy_short(dst, span),
         2 => {
             // Whole pairs: de-interleaving loads (NEON `ld2`); then a last odd byte.
             let pairs = span.chunks_exact(2);
@@ -397,6 +477,27 @@ pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
             for (d, v) in dst.iter_mut().zip(span.iter().step_by(s)) {
                 *d = *v;
             }
+        }
+    }
+}
+
+/// `dst` from the start of `src`, as 16- or 8-byte copies (overlapping at the end) that
+/// compile to a few vector moves: rows here are 13 to 208 bytes, where a `memcpy` call
+/// would cost more than the copy.
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    if n >= 16 {
+        for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
+            d.copy_from_slice(s);
+        }
+        dst[n - 16..].copy_from_slice(&src[n - 16..]);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
         }
     }
 }

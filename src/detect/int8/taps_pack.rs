@@ -1,0 +1,175 @@
+//! `FastTapsPack`: a [`FastTaps`] whose only reader is a [`FastPackI8`], as one op. The
+//! shipped graphs feed every in-graph im2col straight into the activation packing of a 1×1
+//! convolution, batched over output rows (k = taps × channels, mn = the row). Instead of
+//! writing the whole im2col tensor (29 MB per 416² image) and reading it back to pack it,
+//! this writes one output row's k×mn matrix into a small buffer (≤ 30 KB: it stays in the
+//! L1 cache) and packs it from there, row after row, rows split over the model's threads.
+
+use tract_onnx::tract_core::internal::*;
+
+use super::fast_pack::{pack_with, FastPackI8};
+use super::pack::{self, Source};
+use super::taps::{FastTaps, TapRows};
+
+/// The op that replaces a `FastTaps` → `FastPackI8` pair.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FastTapsPack {
+    taps: FastTaps,
+    plans: Vec<TapRows>,
+    pack: FastPackI8,
+}
+
+impl FastTapsPack {
+    /// The fused op, when `taps` are planar (an NCHW convolution's im2col) and `pack` packs
+    /// their output with k on the channel axis and mn on the innermost one.
+    pub fn for_pair(taps: &FastTaps, pack: &FastPackI8) -> Option<Self> {
+        let plans = taps.row_plans()?;
+        (taps.out_shape().len() == 4 && pack.k_axis == 1 && pack.mn_axis == 3).then(|| {
+            FastTapsPack {
+                taps: taps.clone(),
+                plans,
+                pack: pack.clone(),
+            }
+        })
+    }
+
+    fn run(&self, input: &Tensor) -> TractResult<Option<Tensor>> {
+        let &[n, k, ho, wo] = self.taps.out_shape() else {
+            return Ok(None);
+        };
+        let src = input.as_bytes();
+        let layout = self.pack.layout;
+        let fill_byte = self.taps.fill();
+        let out_shape = self.pack.inner.output_shape(self.taps.out_shape());
+        let row = |item: usize, first: usize, out: &mut [u8]| -> bool {
+            let mut m = vec![fill_byte; k * wo];
+            if !self.taps.write_row(
+                &self.plans,
+                src,
+                [item / ho.max(1), item % ho.max(1)],
+                &mut m,
+            ) {
+                return false;
+            }
+            let src = Source {
+                data: &m,
+                k,
+                mn: wo,
+                row_stride: wo,
+            };
+            pack::pack(layout, &src, first, out)
+        };
+        pack_with(
+            &*self.pack.format,
+            layout,
+            [k, wo],
+            n * ho,
+            true,
+            &out_shape,
+            input.datum_type(),
+            row,
+        )
+    }
+}
+
+impl Op for FastTapsPack {
+    fn name(&self) -> StaticName {
+        "FastTapsPack".into()
+    }
+
+    fn info(&self) -> TractResult<Vec<String>> {
+        let mut info = self.taps.info()?;
+        info.extend(self.pack.info()?);
+        Ok(info)
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for FastTapsPack {
+    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        let [input] = &*inputs else {
+            bail!("FastTapsPack takes one input, got {}", inputs.len());
+        };
+        if let Some(t) = self.run(input)? {
+            return Ok(tvec!(t.into_tvalue()));
+        }
+        // Anything unexpected: the two ops one after the other.
+        let taps = self.taps.eval(ctx, inputs)?;
+        self.pack.eval(ctx, taps)
+    }
+
+    op_out_of_plan!();
+}
+
+impl TypedOp for FastTapsPack {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        let taps = self.taps.output_facts(inputs)?;
+        self.pack.output_facts(&[&taps[0]])
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fast_pack::tests::{noise_i8, packed_items};
+    use super::*;
+    use tract_linalg::multithread::{multithread_tract_scope, Executor};
+
+    /// Every im2col → pack pair of both shipped INT8 models (as tract optimized them here):
+    /// the fused op's packed bytes against the two ops run one after the other, on random
+    /// inputs, on 1 and 2 threads.
+    #[test]
+    fn equals_taps_then_pack_on_the_shipped_models() {
+        for (file, size) in [
+            ("models/nanodet-g-416-int8.onnx", 416),
+            ("models/nanodet-g-320-int8.onnx", 320),
+        ] {
+            let mut model = super::super::tests::optimized(file, size);
+            super::super::install_stages(&mut model, true, false).expect("install");
+            let ctx = EvalContext::out_of_plan();
+            let mut seen = 0;
+            for node in model.nodes() {
+                let Some(pack) = node.op_as::<FastPackI8>() else {
+                    continue;
+                };
+                let producer = model.node(node.inputs[0].node);
+                let Some(taps) = producer.op_as::<FastTaps>() else {
+                    continue;
+                };
+                let fused = FastTapsPack::for_pair(taps, pack)
+                    .unwrap_or_else(|| panic!("{file}: {} not fused", node.name));
+                let fact = model.outlet_fact(producer.inputs[0]).unwrap();
+                let shape: Vec<usize> = fact.shape.as_concrete().unwrap().to_vec();
+                let x =
+                    Tensor::from_shape(&shape, &noise_i8(shape.iter().product(), node.id as u64))
+                        .unwrap()
+                        .cast_to_dt(fact.datum_type)
+                        .unwrap()
+                        .into_owned();
+                let t = taps.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
+                let want = pack.eval(&ctx, t).unwrap();
+                assert_eq!(
+                    fused.output_facts(&[fact]).unwrap()[0].shape,
+                    node.outputs[0].fact.shape,
+                    "{file}: {}",
+                    node.name
+                );
+                for threads in [1, 2] {
+                    let got = multithread_tract_scope(Executor::multithread(threads), || {
+                        fused.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap()
+                    });
+                    assert_eq!(
+                        packed_items(&got[0], pack.layout),
+                        packed_items(&want[0], pack.layout),
+                        "{file}: {} on {threads} thread(s)",
+                        node.name
+                    );
+                }
+                seen += 1;
+            }
+            assert!(seen >= 20, "{file}: only {seen} pairs");
+        }
+    }
+}
