@@ -116,8 +116,8 @@ pub fn pack_items(
     out_shape: &[usize],
     dt: DatumType,
 ) -> TractResult<Option<Tensor>> {
-    let fill = |item: usize, first: usize, out: &mut [u8]| -> bool {
-        let Some(data) = bytes.get(items[item]..) else {
+    let fill = |item: usize, first: usize, outs: &mut [&mut [u8]]| -> bool {
+        let (Some(data), [out]) = (bytes.get(items[item]..), outs) else {
             return false;
         };
         let src = Source {
@@ -128,35 +128,27 @@ pub fn pack_items(
         };
         pack::pack(layout, &src, first, out)
     };
-    pack_with(
-        format,
-        layout,
-        [k, mn],
-        items.len(),
-        false,
-        out_shape,
-        dt,
-        fill,
-    )
+    pack_with(format, layout, [k, mn], items.len(), 0, out_shape, dt, fill)
 }
 
 /// The packed values of `n_items` k×mn matrices in tract's `format` (panels `layout`),
-/// zeroed, then written by `fill(item, first_panel, panels)` in work units run on the model's
-/// threads: whole items when `whole_items`, else runs of about 16 KB of panels. `None` when
-/// a call of `fill` fails.
+/// zeroed, then written by `fill(first_item, first_panel, outs)` in work units run on the
+/// model's threads: `unit_items` whole items each (`outs` holds their panels, `first_panel`
+/// is 0), or with `unit_items` 0, runs of about 16 KB of one item's panels (`outs` holds
+/// that run). `None` when a call of `fill` fails.
 #[allow(clippy::too_many_arguments)]
 pub fn pack_with<F>(
     format: &dyn MMMInputFormat,
     layout: Layout,
     [k, mn]: [usize; 2],
     n_items: usize,
-    whole_items: bool,
+    unit_items: usize,
     out_shape: &[usize],
     dt: DatumType,
     fill: F,
 ) -> TractResult<Option<Tensor>>
 where
-    F: Fn(usize, usize, &mut [u8]) -> bool + Sync,
+    F: Fn(usize, usize, &mut [&mut [u8]]) -> bool + Sync,
 {
     let pl = layout.panel_len(k);
     let panels = layout.panels(mn);
@@ -174,19 +166,22 @@ where
             blob
         })
         .collect();
-    // Work units: runs of panels of one item, about 16 KB each, or whole items.
-    let per_unit = if whole_items {
-        panels.max(1)
+    // Work units: runs of panels of one item, about 16 KB each, or runs of whole items.
+    let mut units: Vec<(usize, usize, Vec<&mut [u8]>)> = Vec::new();
+    if unit_items == 0 {
+        let per_unit = (16 * 1024 / pl.max(1)).max(1);
+        for (item, blob) in blobs.iter_mut().enumerate() {
+            for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
+                units.push((item, j * per_unit, vec![chunk]));
+            }
+        }
     } else {
-        (16 * 1024 / pl.max(1)).max(1)
-    };
-    let mut units: Vec<(usize, usize, &mut [u8])> = Vec::new();
-    for (item, blob) in blobs.iter_mut().enumerate() {
-        for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
-            units.push((item, j * per_unit, chunk));
+        for (u, run) in blobs.chunks_mut(unit_items).enumerate() {
+            let outs = run.iter_mut().map(|b| b.as_bytes_mut()).collect();
+            units.push((u * unit_items, 0, outs));
         }
     }
-    let run = |(item, first, out): &mut (usize, usize, &mut [u8])| fill(*item, *first, out);
+    let run = |(item, first, outs): &mut (usize, usize, Vec<&mut [u8]>)| fill(*item, *first, outs);
     let total = panels * pl * n_items;
     let ok = match current_tract_executor() {
         Executor::MultiThread(pool)

@@ -37,14 +37,11 @@ struct Tap {
 }
 
 /// Where one planar tap's output rows read (see [`FastTaps::tap_rows`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct TapRows {
+struct TapRows {
     rows: Vec<Option<usize>>,
     lo: usize,
     hi: usize,
     first: usize,
-    stride: usize,
-    channels: usize,
 }
 
 /// The op that replaces a pad → slices → concat subgraph on a 1-byte tensor.
@@ -226,15 +223,12 @@ impl FastTaps {
             lo,
             hi: hi_x,
             first: col(lo).saturating_sub(pl),
-            stride: mx.stride,
-            channels: tap.shape[1],
         }
     }
 
-    /// [`Self::tap_rows`] of every tap, when the taps are [`Self::planar`].
-    pub(super) fn row_plans(&self) -> Option<Vec<TapRows>> {
+    /// True when the taps read whole channel planes ([`Self::planar`]).
+    pub(super) fn is_planar(&self) -> bool {
         self.planar()
-            .then(|| self.taps.iter().map(|t| self.tap_rows(t)).collect())
     }
 
     /// The output's shape.
@@ -247,51 +241,30 @@ impl FastTaps {
         self.fill
     }
 
-    /// Output row `y` of batch item `b` of planar taps (`plans` from [`Self::row_plans`]):
-    /// every channel of every tap, one after the other, `wo` bytes each, into `out`, whose
-    /// padding must already hold the fill byte.
-    pub(super) fn write_row(
+    /// One tap's block for batch item `n` of an NCHW input, plane by plane ([`Self::planar`]).
+    fn write_planes(&self, src: &[u8], n: usize, tap: &Tap, block: &mut [u8]) -> bool {
+        self.write_band(src, n, tap, [0, tap.shape[2]], block)
+    }
+
+    /// Output rows `y0..y1` of one tap for batch item `n` of an NCHW input: every channel's
+    /// rows, one channel after the other, into `block` (its padding already the fill byte).
+    /// With a stride of 1 and rows as wide as the input's, each channel's rows are one copy
+    /// of the shifted input, then the padding columns written over; otherwise row by row.
+    fn write_band(
         &self,
-        plans: &[TapRows],
         src: &[u8],
-        [b, y]: [usize; 2],
-        out: &mut [u8],
+        n: usize,
+        tap: &Tap,
+        [y0, y1]: [usize; 2],
+        block: &mut [u8],
     ) -> bool {
         let [_, c, hi, wi] = self.in_shape[..] else {
             return false;
         };
-        let wo = self.out_shape[3];
-        let mut rows = out.chunks_exact_mut(wo.max(1));
-        for plan in plans {
-            let n_cols = plan.hi.saturating_sub(plan.lo);
-            let p = plan.rows.get(y).copied().flatten();
-            for ch in 0..plan.channels {
-                let Some(row) = rows.next() else {
-                    return false;
-                };
-                let (Some(p), true) = (p, n_cols > 0) else {
-                    continue;
-                };
-                let start = ((b * c + ch) * hi + p) * wi + plan.first;
-                let Some(span) = src.get(start..start + (n_cols - 1) * plan.stride + 1) else {
-                    return false;
-                };
-                gather(span, &mut row[plan.lo..plan.hi], plan.stride);
-            }
-        }
-        true
-    }
-
-    /// One tap's block for batch item `n` of an NCHW input, plane by plane ([`Self::planar`]).
-    /// With a stride of 1 and rows as wide as the input's, each plane is one copy of the
-    /// shifted input plane, then the padding columns written over; otherwise row by row.
-    fn write_planes(&self, src: &[u8], n: usize, tap: &Tap, block: &mut [u8]) -> bool {
-        let [_, c, hi, wi] = self.in_shape[..] else {
-            return false;
-        };
-        let (ho, wo) = (tap.shape[2], tap.shape[3]);
+        let wo = tap.shape[3];
         let (my, mx) = (tap.maps[2], tap.maps[3]);
-        if ho * wo == 0 {
+        let band = y1.saturating_sub(y0);
+        if band * wo == 0 {
             return true;
         }
         let TapRows {
@@ -302,24 +275,28 @@ impl FastTaps {
             ..
         } = self.tap_rows(tap);
         let n_cols = hi_x.saturating_sub(lo);
-        let y_lo = rows.iter().position(Option::is_some);
-        let y_hi = rows.iter().rposition(Option::is_some).map(|y| y + 1);
+        // The band's rows that read the input (an interval for a stride of 1).
+        let ya = (y0..y1).find(|&y| rows.get(y).copied().flatten().is_some());
+        let yb = (y0..y1)
+            .rev()
+            .find(|&y| rows.get(y).copied().flatten().is_some())
+            .map(|y| y + 1);
         let flat = my.stride == 1 && mx.stride == 1 && wo == wi;
-        for (ch, plane) in block.chunks_exact_mut(ho * wo).enumerate() {
+        for (ch, plane) in block.chunks_exact_mut(band * wo).enumerate() {
             let Some(sp) = src.get((n * c + ch) * hi * wi..(n * c + ch + 1) * hi * wi) else {
                 return false;
             };
-            let (Some(y_lo), Some(y_hi), true) = (y_lo, y_hi, n_cols > 0) else {
+            let (Some(ya), Some(yb), true) = (ya, yb, n_cols > 0) else {
                 continue;
             };
             if flat {
-                // Output index i of rows y_lo..y_hi reads input index i + shift: one copy,
+                // Output index i of rows ya..yb reads input index i + shift: one copy,
                 // clipped to the input plane; then the columns outside lo..hi get the fill.
-                let Some(p0) = rows[y_lo] else {
+                let Some(p0) = rows[ya] else {
                     return false;
                 };
-                let shift = (p0 * wi + first) as isize - (y_lo * wo + lo) as isize;
-                let (d0, d1) = (y_lo * wo, y_hi * wo);
+                let (d0, d1) = ((ya - y0) * wo, (yb - y0) * wo);
+                let shift = (p0 * wi + first) as isize - (d0 + lo) as isize;
                 let s0 = d0 as isize + shift;
                 let skip = (-s0).max(0) as usize;
                 let end = ((d1 as isize + shift).min(sp.len() as isize) - shift) as usize;
@@ -338,7 +315,7 @@ impl FastTaps {
                 }
                 continue;
             }
-            for (y, row) in plane.chunks_exact_mut(wo).enumerate() {
+            for (y, row) in (y0..y1).zip(plane.chunks_exact_mut(wo)) {
                 let Some(p) = rows[y] else { continue };
                 let start = p * wi + first;
                 let Some(span) = sp.get(start..start + (n_cols - 1) * mx.stride + 1) else {
@@ -346,6 +323,31 @@ impl FastTaps {
                 };
                 gather(span, &mut row[lo..hi_x], mx.stride);
             }
+        }
+        true
+    }
+
+    /// Output rows `y0..y1` of batch item `b` of planar taps: for each tap, each channel's
+    /// rows, into `out` (`k` × band × `wo` bytes, its padding already the fill byte).
+    pub(super) fn write_rows(
+        &self,
+        src: &[u8],
+        b: usize,
+        [y0, y1]: [usize; 2],
+        out: &mut [u8],
+    ) -> bool {
+        let band = y1.saturating_sub(y0);
+        let mut rest = out;
+        for tap in &self.taps {
+            let len = tap.shape[1] * band * tap.shape[3];
+            if rest.len() < len {
+                return false;
+            }
+            let (block, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            if !self.write_band(src, b, tap, [y0, y1], block) {
+                return false;
+            }
+            rest = tail;
         }
         true
     }

@@ -2,20 +2,23 @@
 //! shipped graphs feed every in-graph im2col straight into the activation packing of a 1×1
 //! convolution, batched over output rows (k = taps × channels, mn = the row). Instead of
 //! writing the whole im2col tensor (29 MB per 416² image) and reading it back to pack it,
-//! this writes one output row's k×mn matrix into a small buffer (≤ 30 KB: it stays in the
-//! L1 cache) and packs it from there, row after row, rows split over the model's threads.
+//! this writes a band of a few output rows' k×mn matrices (about 256 KB: it stays in the L2
+//! cache) and packs them from there, band after band, bands split over the model's threads.
 
 use tract_onnx::tract_core::internal::*;
 
 use super::fast_pack::{pack_with, FastPackI8};
 use super::pack::{self, Source};
-use super::taps::{FastTaps, TapRows};
+use super::taps::FastTaps;
+
+/// About this many bytes of im2col are written and packed at a time (a few output rows):
+/// they stay in the L2 cache of a Pi 4 or 5 between the two.
+const BAND_BYTES: usize = 256 * 1024;
 
 /// The op that replaces a `FastTaps` → `FastPackI8` pair.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastTapsPack {
     taps: FastTaps,
-    plans: Vec<TapRows>,
     pack: FastPackI8,
 }
 
@@ -23,13 +26,9 @@ impl FastTapsPack {
     /// The fused op, when `taps` are planar (an NCHW convolution's im2col) and `pack` packs
     /// their output with k on the channel axis and mn on the innermost one.
     pub fn for_pair(taps: &FastTaps, pack: &FastPackI8) -> Option<Self> {
-        let plans = taps.row_plans()?;
-        (taps.out_shape().len() == 4 && pack.k_axis == 1 && pack.mn_axis == 3).then(|| {
-            FastTapsPack {
-                taps: taps.clone(),
-                plans,
-                pack: pack.clone(),
-            }
+        (taps.is_planar() && pack.k_axis == 1 && pack.mn_axis == 3).then(|| FastTapsPack {
+            taps: taps.clone(),
+            pack: pack.clone(),
         })
     }
 
@@ -41,33 +40,36 @@ impl FastTapsPack {
         let layout = self.pack.layout;
         let fill_byte = self.taps.fill();
         let out_shape = self.pack.inner.output_shape(self.taps.out_shape());
-        let row = |item: usize, first: usize, out: &mut [u8]| -> bool {
-            let mut m = vec![fill_byte; k * wo];
-            if !self.taps.write_row(
-                &self.plans,
-                src,
-                [item / ho.max(1), item % ho.max(1)],
-                &mut m,
-            ) {
+        // Bands of output rows of about BAND_BYTES of im2col, within one batch item.
+        let band = (BAND_BYTES / (k * wo).max(1)).clamp(1, ho.max(1));
+        let unit = |first_item: usize, _: usize, outs: &mut [&mut [u8]]| -> bool {
+            let (b, y0) = (first_item / ho.max(1), first_item % ho.max(1));
+            let rows = outs.len();
+            let mut m = vec![fill_byte; k * rows * wo];
+            if y0 + rows > ho || !self.taps.write_rows(src, b, [y0, y0 + rows], &mut m) {
                 return false;
             }
-            let src = Source {
-                data: &m,
-                k,
-                mn: wo,
-                row_stride: wo,
-            };
-            pack::pack(layout, &src, first, out)
+            outs.iter_mut().enumerate().all(|(j, out)| {
+                let src = Source {
+                    data: &m[j * wo..],
+                    k,
+                    mn: wo,
+                    row_stride: rows * wo,
+                };
+                pack::pack(layout, &src, 0, out)
+            })
         };
+        // Units must not straddle two batch items: with several, one row per unit.
+        let unit_items = if n > 1 && ho % band != 0 { 1 } else { band };
         pack_with(
             &*self.pack.format,
             layout,
             [k, wo],
             n * ho,
-            true,
+            unit_items,
             &out_shape,
             input.datum_type(),
-            row,
+            unit,
         )
     }
 }
