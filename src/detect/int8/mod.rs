@@ -6,6 +6,7 @@
 //! - [`maxpool::FastMaxPoolI8`]: tract's `OptMaxPool` on int8;
 //! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too);
 //! - [`im2col::FastIm2col`]: tract's eager int8 `Im2Col` (the stem convolution's patches);
+//! - [`quant::FastQuantize`]: tract's `QuantizeLinearI8` of float tensors;
 //! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
 //! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors;
 //! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op.
@@ -19,6 +20,7 @@ pub mod im2col;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
+pub mod quant;
 pub mod resize;
 pub mod taps;
 pub mod taps_pack;
@@ -52,6 +54,8 @@ pub struct Report {
     pub im2cols_ours: usize,
     /// In-graph im2cols packed row by row without the whole tensor in between.
     pub taps_packed: usize,
+    /// Float-to-int8 quantizations now done by lookout.
+    pub quantizes_ours: usize,
 }
 
 impl Report {
@@ -61,13 +65,14 @@ impl Report {
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} im2col concat(s) ({} packed row by row), {} eager im2col(s), {} lookup table(s), {} strided slices, {} max-pool(s), {} resize(s){}",
+                "own int8 ops: {} of {} packs, {} im2col concat(s) ({} packed row by row), {} eager im2col(s), {} lookup table(s), {} quantization(s), {} strided slices, {} max-pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.taps_ours,
                 self.taps_packed,
                 self.im2cols_ours,
                 self.luts_ours,
+                self.quantizes_ours,
                 self.downsamples_ours,
                 self.maxpools_ours,
                 self.resizes_ours,
@@ -138,9 +143,15 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
             report.im2cols_ours += ours.is_some() as usize;
             ours.map(|o| Box::new(o) as _)
         } else if let Some(op) = node.op_as::<ElementWiseOp>() {
-            let ours = lut::FastLut::for_op(op, input).filter(|_| !forced);
-            report.luts_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
+            if let Some(q) = quant::FastQuantize::for_op(op, input, &node.outputs[0].fact) {
+                let ours = Some(q).filter(|_| !forced);
+                report.quantizes_ours += ours.is_some() as usize;
+                ours.map(|o| Box::new(o) as _)
+            } else {
+                let ours = lut::FastLut::for_op(op, input).filter(|_| !forced);
+                report.luts_ours += ours.is_some() as usize;
+                ours.map(|o| Box::new(o) as _)
+            }
         } else if let Some(op) = node.op_as::<Resize>() {
             let ours = resize::FastResize::for_op(op, input).filter(|_| !forced);
             report.resizes_ours += ours.is_some() as usize;
@@ -172,6 +183,7 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         + report.resizes_ours
         + report.luts_ours
         + report.im2cols_ours
+        + report.quantizes_ours
         > 0
     {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
