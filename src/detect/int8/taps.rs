@@ -309,8 +309,10 @@ impl FastTaps {
                 dst.copy_from_slice(from);
                 // A column or two: strided stores (a `fill` per row would be a call each).
                 for x in (0..lo).chain(hi_x..wo) {
-                    for b in plane[d0..d1].iter_mut().skip(x).step_by(wo) {
-                        *b = self.fill;
+                    let mut i = d0 + x;
+                    while i < d1 {
+                        plane[i] = self.fill;
+                        i += wo;
                     }
                 }
                 continue;
@@ -463,7 +465,22 @@ pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
     match stride {
         1 => copy_short(dst, span),
         2 => {
-            // Whole pairs: de-interleaving loads (NEON `ld2`); then a last odd byte.
+            let n = dst.len();
+            if n >= 16 && span.len() > 2 * (n - 1) {
+                // 16 at a time from 31 bytes (fixed sizes: de-interleaving vector moves), the
+                // last 16 overlapping the ones before.
+                let mut i = 0;
+                while i + 16 <= n {
+                    every_other_16(&span[2 * i..2 * i + 31], &mut dst[i..i + 16]);
+                    i += 16;
+                }
+                if i < n {
+                    let j = n - 16;
+                    every_other_16(&span[2 * j..2 * j + 31], &mut dst[j..]);
+                }
+                return;
+            }
+            // Whole pairs, then a last odd byte.
             let pairs = span.chunks_exact(2);
             let last = pairs.remainder().first().copied();
             let mut n = 0;
@@ -480,6 +497,16 @@ pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
                 *d = *v;
             }
         }
+    }
+}
+
+/// Bytes 0, 2, …, 30 of `src` (31 bytes) into `dst` (16 bytes).
+fn every_other_16(src: &[u8], dst: &mut [u8]) {
+    let (Ok(src), Ok(dst)) = (<&[u8; 31]>::try_from(src), <&mut [u8; 16]>::try_from(dst)) else {
+        return;
+    };
+    for (i, d) in dst.iter_mut().enumerate() {
+        *d = src[2 * i];
     }
 }
 
@@ -647,7 +674,7 @@ mod tests {
     #[test]
     fn equals_tract_pad_slice_concat() {
         let mut cases: Vec<Case> = Vec::new();
-        for (h, w) in [(7, 9), (8, 8), (1, 5), (13, 2)] {
+        for (h, w) in [(7, 9), (8, 8), (1, 5), (13, 2), (5, 40), (3, 67)] {
             for s in [1, 2] {
                 let pads = vec![(0, 0), (0, 0), (1, 1), (1, 1)];
                 cases.push(([1, 3, h, w], Some((pads, -3)), conv_taps(h, w, s)));
