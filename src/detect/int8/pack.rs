@@ -127,26 +127,45 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
         return false;
     }
     match layout {
-        Layout::K4 { r: 8 } => pack_lanes::<8, _>(src, first, out, pl, k4_r8_full_panel),
-        Layout::Plain { r: 8, .. } => {
-            pack_lanes::<8, _>(src, first, out, pl, plain_full_panel::<8>)
+        Layout::K4 { r: 8 } => {
+            pack_lanes::<8, _, _>(src, first, out, pl, k4_r8_full_panel, k4_clear_lanes::<8>)
         }
-        Layout::Plain { r: 4, .. } => {
-            pack_lanes::<4, _>(src, first, out, pl, plain_full_panel::<4>)
-        }
+        Layout::Plain { r: 8, .. } => pack_lanes::<8, _, _>(
+            src,
+            first,
+            out,
+            pl,
+            plain_full_panel::<8>,
+            plain_clear_lanes::<8>,
+        ),
+        Layout::Plain { r: 4, .. } => pack_lanes::<4, _, _>(
+            src,
+            first,
+            out,
+            pl,
+            plain_full_panel::<4>,
+            plain_clear_lanes::<4>,
+        ),
         _ => return pack_portable(layout, src, first, out),
     }
     true
 }
 
-/// Runs `full` on every panel of `R` lanes, partial ones through a zero-padded `k × R` copy.
-fn pack_lanes<const R: usize, F: Fn(&Source, usize, &mut [u8])>(
+/// Runs `full` on every panel of `R` lanes. A partial panel (`pw` < `R` lanes of data) is
+/// packed whole from the rows' next bytes when they are inside the source (the rows of a
+/// batched tensor or a band buffer are followed by more data), then its lanes from `pw` on
+/// cleared by `clear`; else through a zero-padded `k × R` copy.
+fn pack_lanes<const R: usize, F, C>(
     src: &Source,
     first: usize,
     out: &mut [u8],
     pl: usize,
     full: F,
-) {
+    clear: C,
+) where
+    F: Fn(&Source, usize, &mut [u8]),
+    C: Fn(&mut [u8], usize, usize),
+{
     let mut scratch = Vec::new();
     for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
         let m0 = (first + i) * R;
@@ -157,6 +176,12 @@ fn pack_lanes<const R: usize, F: Fn(&Source, usize, &mut [u8])>(
         }
         if pw == 0 {
             panel.fill(0);
+            continue;
+        }
+        let wide = Source { mn: m0 + R, ..*src };
+        if wide.is_valid() {
+            full(&wide, m0, panel);
+            clear(panel, src.k, pw);
             continue;
         }
         scratch.clear();
@@ -191,6 +216,30 @@ fn pack_lanes<const R: usize, F: Fn(&Source, usize, &mut [u8])>(
             row_stride: R,
         };
         full(&padded, 0, panel);
+    }
+}
+
+/// Zeroes lanes `pw..R` of the `k` depths of a plain panel (`k` records of `R` bytes).
+fn plain_clear_lanes<const R: usize>(panel: &mut [u8], k: usize, pw: usize) {
+    for record in panel.chunks_exact_mut(R).take(k) {
+        // A fixed-size select, not a `memset` call per record.
+        for (j, b) in record.iter_mut().enumerate() {
+            if j >= pw {
+                *b = 0;
+            }
+        }
+    }
+}
+
+/// Zeroes lanes `pw..R` of every block of 4 depths of a K4 panel (blocks of `R` × 4 bytes,
+/// lane-major), the depth tail's block included.
+fn k4_clear_lanes<const R: usize>(panel: &mut [u8], k: usize, pw: usize) {
+    for block in panel.chunks_exact_mut(R * 4).take(k.div_ceil(4)) {
+        for (j, b) in block.iter_mut().enumerate() {
+            if j >= 4 * pw {
+                *b = 0;
+            }
+        }
     }
 }
 
