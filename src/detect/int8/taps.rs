@@ -465,31 +465,27 @@ pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
     match stride {
         1 => copy_short(dst, span),
         2 => {
+            // 16 at a time from 32 bytes (fixed sizes: de-interleaving vector moves), the
+            // last 16 overlapping the ones before when 32 bytes are there to read; then
+            // whatever is left one by one.
             let n = dst.len();
-            if n >= 16 && span.len() > 2 * (n - 1) {
-                // 16 at a time from 31 bytes (fixed sizes: de-interleaving vector moves), the
-                // last 16 overlapping the ones before.
-                let mut i = 0;
-                while i + 16 <= n {
-                    every_other_16(&span[2 * i..2 * i + 31], &mut dst[i..i + 16]);
-                    i += 16;
-                }
-                if i < n {
-                    let j = n - 16;
-                    every_other_16(&span[2 * j..2 * j + 31], &mut dst[j..]);
-                }
-                return;
+            let mut i = 0;
+            while i + 16 <= n && 2 * i + 32 <= span.len() {
+                every_other_16(&span[2 * i..2 * i + 32], &mut dst[i..i + 16]);
+                i += 16;
             }
-            // Whole pairs, then a last odd byte.
-            let pairs = span.chunks_exact(2);
-            let last = pairs.remainder().first().copied();
-            let mut n = 0;
-            for (d, p) in dst.iter_mut().zip(pairs) {
-                *d = p[0];
-                n += 1;
+            // (A row's span ends on its last byte read: the block ending one before the last
+            // output is the last one with 32 bytes to read.)
+            if i + 1 < n && n >= 17 && 2 * (n - 17) + 32 <= span.len() {
+                let j = n - 17;
+                every_other_16(&span[2 * j..2 * j + 32], &mut dst[j..j + 16]);
+                i = n - 1;
             }
-            if let (Some(d), Some(v)) = (dst.get_mut(n), last) {
-                *d = v;
+            for (d, s) in dst[i..]
+                .iter_mut()
+                .zip(span[2 * i.min(span.len() / 2)..].iter().step_by(2))
+            {
+                *d = *s;
             }
         }
         s => {
@@ -502,7 +498,7 @@ pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
 
 /// Bytes 0, 2, …, 30 of `src` (31 bytes) into `dst` (16 bytes).
 fn every_other_16(src: &[u8], dst: &mut [u8]) {
-    let (Ok(src), Ok(dst)) = (<&[u8; 31]>::try_from(src), <&mut [u8; 16]>::try_from(dst)) else {
+    let (Ok(src), Ok(dst)) = (<&[u8; 32]>::try_from(src), <&mut [u8; 16]>::try_from(dst)) else {
         return;
     };
     for (i, d) in dst.iter_mut().enumerate() {
@@ -805,5 +801,20 @@ mod tests {
         // The same graph's one im2col-like concat is taken.
         let ok = m.wire_node("ok", TypedConcat::new(1), &[sx2, sx3]).unwrap()[0];
         assert!(FastTaps::for_node(&m, m.node(ok.node)).is_some());
+    }
+
+    /// Every stride and length: the vector blocks, their overlapping last one and the
+    /// byte-by-byte rest, against a plain strided read.
+    #[test]
+    fn gather_reads_every_stride_th_byte() {
+        for stride in 1..=3usize {
+            for n in 1..70usize {
+                let span: Vec<u8> = (0..(n - 1) * stride + 1).map(|i| (i * 7) as u8).collect();
+                let mut got = vec![0u8; n];
+                gather(&span, &mut got, stride);
+                let want: Vec<u8> = (0..n).map(|i| span[i * stride]).collect();
+                assert_eq!(got, want, "stride {stride}, n {n}");
+            }
+        }
     }
 }
