@@ -8,6 +8,7 @@
 //! - [`im2col::FastIm2col`]: tract's eager int8 `Im2Col` (the stem convolution's patches);
 //! - [`quant::FastQuantize`]: tract's `QuantizeLinearI8` of float tensors;
 //! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
+//! - [`sumpool::FastSumPool`]: tract's float `OptSumPool` (average pools) with valid padding;
 //! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors;
 //! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op.
 //!
@@ -22,12 +23,13 @@ pub mod maxpool;
 pub mod pack;
 pub mod quant;
 pub mod resize;
+pub mod sumpool;
 pub mod taps;
 pub mod taps_pack;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
-use tract_onnx::tract_core::ops::cnn::OptMaxPool;
+use tract_onnx::tract_core::ops::cnn::{OptMaxPool, OptSumPool};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::matmul::pack::OptMatMulPack;
 use tract_onnx::tract_core::ops::nn::resize::Resize;
@@ -56,6 +58,8 @@ pub struct Report {
     pub taps_packed: usize,
     /// Float-to-int8 quantizations now done by lookout.
     pub quantizes_ours: usize,
+    /// Float average pools now done by lookout.
+    pub sumpools_ours: usize,
 }
 
 impl Report {
@@ -65,7 +69,7 @@ impl Report {
     pub fn describe(&self) -> Option<String> {
         (self.packs_int8 > 0).then(|| {
             format!(
-                "own int8 ops: {} of {} packs, {} im2col concat(s) ({} packed row by row), {} eager im2col(s), {} lookup table(s), {} quantization(s), {} strided slices, {} max-pool(s), {} resize(s){}",
+                "own int8 ops: {} of {} packs, {} im2col concat(s) ({} packed row by row), {} eager im2col(s), {} lookup table(s), {} quantization(s), {} strided slices, {} max-pool(s), {} average pool(s), {} resize(s){}",
                 self.packs_ours,
                 self.packs_int8,
                 self.taps_ours,
@@ -75,6 +79,7 @@ impl Report {
                 self.quantizes_ours,
                 self.downsamples_ours,
                 self.maxpools_ours,
+                self.sumpools_ours,
                 self.resizes_ours,
                 if self.packs_ours == 0 && tract_packing_forced() {
                     " (LOOKOUT_INT8_PACK=tract)"
@@ -156,6 +161,10 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
             let ours = resize::FastResize::for_op(op, input).filter(|_| !forced);
             report.resizes_ours += ours.is_some() as usize;
             ours.map(|o| Box::new(o) as _)
+        } else if let Some(op) = node.op_as::<OptSumPool>() {
+            let ours = sumpool::FastSumPool::for_op(op, input).filter(|_| !forced);
+            report.sumpools_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
         } else if let Some(op) = node.op_as::<OptMaxPool>() {
             let ours = maxpool::FastMaxPoolI8::for_op(op, input).filter(|_| !forced);
             report.maxpools_ours += ours.is_some() as usize;
@@ -184,6 +193,7 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         + report.luts_ours
         + report.im2cols_ours
         + report.quantizes_ours
+        + report.sumpools_ours
         > 0
     {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
