@@ -156,9 +156,11 @@ fn code_lines(text: &str) -> Result<Vec<(usize, &str)>, String> {
         // `}` means code continues after the test module.
         let body = &lines[start + 1..];
         let last = body.iter().rposition(|l| !l.trim().is_empty());
-        let opens = body
-            .first()
-            .is_some_and(|l| l.starts_with("mod ") && l.ends_with('{'));
+        let opens = body.first().is_some_and(|l| {
+            // A test module may share helpers with its siblings' tests: `pub(super) mod`.
+            let l = l.strip_prefix("pub(super) ").unwrap_or(l);
+            l.starts_with("mod ") && l.ends_with('{')
+        });
         let closes = last.is_some_and(|i| body[i] == "}");
         let inner_top_level = last.and_then(|i| {
             body[1..i]
