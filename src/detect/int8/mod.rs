@@ -64,30 +64,39 @@ pub struct Report {
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 33 of
-    /// 33 packs, 18 strided slices, 1 max-pool(s), 2 resize(s)"; `None` for a model without
-    /// int8 packing (FP32, whose resizes are replaced all the same).
+    /// 33 packs, 27 im2col concats (27 packed in bands), 1 eager im2col, 28 lookup tables, …"
+    /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
+    /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
-        (self.packs_int8 > 0).then(|| {
-            format!(
-                "own int8 ops: {} of {} packs, {} im2col concat(s) ({} packed row by row), {} eager im2col(s), {} lookup table(s), {} quantization(s), {} strided slices, {} max-pool(s), {} average pool(s), {} resize(s){}",
-                self.packs_ours,
-                self.packs_int8,
-                self.taps_ours,
-                self.taps_packed,
-                self.im2cols_ours,
-                self.luts_ours,
-                self.quantizes_ours,
-                self.downsamples_ours,
-                self.maxpools_ours,
-                self.sumpools_ours,
-                self.resizes_ours,
-                if self.packs_ours == 0 && tract_packing_forced() {
-                    " (LOOKOUT_INT8_PACK=tract)"
-                } else {
-                    ""
-                }
-            )
-        })
+        if self.packs_int8 == 0 {
+            return None;
+        }
+        let mut parts = vec![format!("{} of {} packs", self.packs_ours, self.packs_int8)];
+        if self.taps_ours > 0 {
+            parts.push(format!(
+                "{} im2col concats ({} packed in bands)",
+                self.taps_ours, self.taps_packed
+            ));
+        }
+        for (n, what) in [
+            (self.im2cols_ours, "eager im2col"),
+            (self.luts_ours, "lookup table"),
+            (self.quantizes_ours, "quantization"),
+            (self.downsamples_ours, "strided slice"),
+            (self.maxpools_ours, "max-pool"),
+            (self.sumpools_ours, "average pool"),
+            (self.resizes_ours, "resize"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
+            }
+        }
+        let forced = if self.packs_ours == 0 && tract_packing_forced() {
+            " (LOOKOUT_INT8_PACK=tract)"
+        } else {
+            ""
+        };
+        Some(format!("own int8 ops: {}{forced}", parts.join(", ")))
     }
 }
 
