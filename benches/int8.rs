@@ -4,14 +4,22 @@
 //! Pi 4's aarch64 kernel and x86 AVX2. Both sides write the same bytes (tests in
 //! `src/detect/int8/`); the ratio is what counts, on ARM as instructions (models/README.md).
 //!
+//! `int8_ops`: lookout's quantization and lookup-table ops against tract's, on tensors of the
+//! shipped graph's sizes (the pyramid's 128×52×52 float sum; a 32×104×104 activation).
+//!
 //! Run: `cargo bench --bench int8 -- --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lookout::detect::int8::fast_pack::layout_of;
+use lookout::detect::int8::lut::FastLut;
 use lookout::detect::int8::pack::{pack, Source};
+use lookout::detect::int8::quant::FastQuantize;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::internal::{EvalContext, EvalOp, TypedOp};
+use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+use tract_onnx::tract_core::ops::quant::{LookupTable, QuantizeLinearI8};
 use tract_onnx::tract_core::tract_linalg::mmm::MMMInputFormat;
 use tract_onnx::tract_core::tract_linalg::pack::{PackedFormat, PackedI8K4};
 
@@ -53,5 +61,55 @@ fn bench_pack(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_pack);
+fn bench_ops(c: &mut Criterion) {
+    let ctx = EvalContext::out_of_plan();
+    let mut g = c.benchmark_group("int8_ops");
+    // QuantizeLinear of the pyramid's float sum into int8.
+    let shape = [1usize, 128, 52, 52];
+    let n: usize = shape.iter().product();
+    let data: Vec<f32> = (0..n).map(|i| ((i % 977) as f32 - 488.0) * 0.013).collect();
+    let x = Tensor::from_shape(&shape, &data).expect("tensor");
+    let tract_q = ElementWiseOp(
+        Box::new(QuantizeLinearI8 {
+            scale: 1.0 / 0.021,
+            zero_point: -7,
+        }),
+        None,
+    );
+    let fact = f32::fact(shape);
+    let out = tract_q.output_facts(&[&fact]).expect("facts").remove(0);
+    let ours_q = FastQuantize::for_op(&tract_q, &fact, &out).expect("taken");
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("quantize/tract", |b| {
+        b.iter(|| black_box(tract_q.eval(&ctx, tvec!(x.clone().into_tvalue()))))
+    });
+    g.bench_function("quantize/lookout", |b| {
+        b.iter(|| black_box(ours_q.eval(&ctx, tvec!(x.clone().into_tvalue()))))
+    });
+    // The LeakyReLU lookup table on a stem-sized activation (a shared input: both copy).
+    let shape = [1usize, 32, 104, 104];
+    let n: usize = shape.iter().product();
+    let bytes: Vec<i8> = (0..n).map(|i| (i * 31 % 256) as u8 as i8).collect();
+    let x = Tensor::from_shape(&shape, &bytes)
+        .expect("tensor")
+        .into_tvalue();
+    let table: Vec<u8> = (0..=255u8).map(|v| v.wrapping_mul(3)).collect();
+    let tract_lut = ElementWiseOp(
+        Box::new(LookupTable {
+            table: tract_onnx::tract_core::tract_linalg::routines::lut_u8(&table).expect("lut"),
+        }),
+        None,
+    );
+    let ours_lut = FastLut::for_op(&tract_lut, &i8::fact(shape)).expect("taken");
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("lut/tract", |b| {
+        b.iter(|| black_box(tract_lut.eval(&ctx, tvec!(x.clone()))))
+    });
+    g.bench_function("lut/lookout", |b| {
+        b.iter(|| black_box(ours_lut.eval(&ctx, tvec!(x.clone()))))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_pack, bench_ops);
 criterion_main!(benches);
