@@ -264,6 +264,11 @@ mod tests {
         typed.model.into_optimized().expect("optimize")
     }
 
+    /// How many nodes of `model` run op `T`.
+    fn count<T: Op>(model: &TypedModel) -> usize {
+        model.nodes().iter().filter(|n| n.op_is::<T>()).count()
+    }
+
     fn outputs(model: TypedModel, input: &Tensor) -> Vec<Tensor> {
         let plan = model.into_runnable().expect("plan");
         plan.run(tvec!(input.clone().into()))
@@ -304,11 +309,7 @@ mod tests {
                 report.packs_ours, report.packs_int8,
                 "{file}: some int8 packs were left to tract"
             );
-            let ours_n = ours
-                .nodes()
-                .iter()
-                .filter(|n| n.op_is::<fast_pack::FastPackI8>())
-                .count();
+            let ours_n = count::<fast_pack::FastPackI8>(&ours);
             assert_eq!(
                 ours_n,
                 report.packs_ours - report.taps_packed,
@@ -318,11 +319,7 @@ mod tests {
                 report.taps_packed > 0,
                 "{file}: no im2col packed row by row"
             );
-            let fused_n = ours
-                .nodes()
-                .iter()
-                .filter(|n| n.op_is::<taps_pack::FastTapsPack>())
-                .count();
+            let fused_n = count::<taps_pack::FastTapsPack>(&ours);
             assert_eq!(fused_n, report.taps_packed, "{file}: fused ops in the plan");
             assert!(report.taps_ours > 0, "{file}: no im2col subgraph fused");
             assert!(report.luts_ours > 0, "{file}: no lookup table taken");
@@ -340,11 +337,7 @@ mod tests {
                 })
                 .count();
             assert_eq!(luts_left, 0, "{file}: lookup tables left to tract");
-            let taps_n = ours
-                .nodes()
-                .iter()
-                .filter(|n| n.op_is::<taps::FastTaps>())
-                .count();
+            let taps_n = count::<taps::FastTaps>(&ours);
             assert_eq!(
                 taps_n,
                 report.taps_ours - report.taps_packed,
@@ -357,11 +350,7 @@ mod tests {
                     .any(|n| n.op_is::<tract_onnx::tract_core::ops::array::Pad>()),
                 "{file}: a pad is left"
             );
-            let down_n = ours
-                .nodes()
-                .iter()
-                .filter(|n| n.op_is::<downsample::FastDownsample>())
-                .count();
+            let down_n = count::<downsample::FastDownsample>(&ours);
             assert_eq!(
                 down_n, report.downsamples_ours,
                 "{file}: strided slices in the plan"
