@@ -152,9 +152,8 @@ pub struct ModelInfo {
     pub threads: usize,
     /// Time to parse, type, optimize and plan the model.
     pub load_time: Duration,
-    /// lookout's own int8 path in this model, e.g. "own int8 ops: 33 of 33 packs, 18 strided
-    /// slices, 1 max-pool(s), 2 resize(s)"
-    /// (`None` for a float model).
+    /// lookout's own int8 path in this model, e.g. "own int8 ops: 33 of 33 packs, 27 im2col
+    /// concats (27 packed in bands), 1 eager im2col, …" (`None` for a float model).
     pub int8_path: Option<String>,
 }
 
