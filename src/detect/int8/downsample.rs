@@ -52,12 +52,7 @@ impl FastDownsample {
             stride,
         )?;
         // The vector becomes the tensor's storage: no second copy.
-        let mut t = tract_ndarray::ArrayD::from_shape_vec(&*out_shape, out)
-            .ok()?
-            .into_tensor();
-        // SAFETY: same size (1 byte), and the bytes are values of the input's type.
-        unsafe { t.set_datum_type(input.datum_type()) };
-        Some(t)
+        super::byte_tensor(&out_shape, out, input.datum_type()).ok()
     }
 }
 

@@ -155,10 +155,9 @@ impl EvalOp for FastLut {
         let src = input.as_bytes();
         let mut out = vec![0u8; src.len()];
         lookup_into(src, &mut out, table);
-        let mut t = tract_ndarray::ArrayD::from_shape_vec(input.shape(), out)?.into_tensor();
-        // SAFETY: same size (1 byte), and the bytes are values of the input's type.
-        unsafe { t.set_datum_type(self.dt) };
-        Ok(tvec!(t.into_tvalue()))
+        Ok(tvec!(
+            super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
+        ))
     }
 
     op_out_of_plan!();

@@ -114,12 +114,7 @@ impl FastMaxPoolI8 {
             [out_shape[2], out_shape[3]],
             geo,
         )?;
-        let mut t = tract_ndarray::ArrayD::from_shape_vec(out_shape, out)
-            .ok()?
-            .into_tensor();
-        // SAFETY: same size (1 byte), and the values are the input type's own.
-        unsafe { t.set_datum_type(input.datum_type()) };
-        Some(t)
+        super::byte_tensor(out_shape, out, input.datum_type()).ok()
     }
 }
 

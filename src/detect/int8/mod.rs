@@ -100,6 +100,24 @@ impl Report {
     }
 }
 
+/// A tensor of the 1-byte type `dt` and shape `shape` that owns `values` (no copy): how the
+/// ops here hand back what they wrote. An error when the sizes do not fit.
+pub(crate) fn byte_tensor<T: Datum>(
+    shape: &[usize],
+    values: Vec<T>,
+    dt: DatumType,
+) -> TractResult<Tensor> {
+    anyhow::ensure!(
+        std::mem::size_of::<T>() == 1 && dt.size_of() == 1,
+        "a 1-byte tensor expected, got {dt:?}"
+    );
+    let mut t = tract_ndarray::ArrayD::from_shape_vec(shape, values)?.into_tensor();
+    // SAFETY: both types are one byte (checked above), and the bytes are values of `dt`:
+    // every caller writes them from an input of that type or quantizes into it.
+    unsafe { t.set_datum_type(dt) };
+    Ok(t)
+}
+
 /// True when the environment asks for tract's own packing (`LOOKOUT_INT8_PACK=tract`).
 pub fn tract_packing_forced() -> bool {
     std::env::var("LOOKOUT_INT8_PACK").is_ok_and(|v| v == "tract")

@@ -73,10 +73,9 @@ impl EvalOp for FastQuantize {
             f32::from_bits(self.scale_bits),
             self.zero_point,
         );
-        let mut t = tract_ndarray::ArrayD::from_shape_vec(input.shape(), out)?.into_tensor();
-        // SAFETY: same size (1 byte): int8 values, relabelled with the output's int8 type.
-        unsafe { t.set_datum_type(self.dt) };
-        Ok(tvec!(t.into_tvalue()))
+        Ok(tvec!(
+            super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
+        ))
     }
 
     op_out_of_plan!();

@@ -34,9 +34,12 @@ struct AxisMap {
 struct Tap {
     shape: Vec<usize>,
     maps: Vec<AxisMap>,
+    /// Where its output rows read, computed once when the taps are planar.
+    rows: Option<TapRows>,
 }
 
 /// Where one planar tap's output rows read (see [`FastTaps::tap_rows`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct TapRows {
     rows: Vec<Option<usize>>,
     lo: usize,
@@ -128,7 +131,11 @@ impl FastTaps {
                 return None;
             }
             let shape = concrete(model.outlet_fact(input).ok()?)?;
-            taps.push(Tap { shape, maps });
+            taps.push(Tap {
+                shape,
+                maps,
+                rows: None,
+            });
         }
         let root = root?;
         // Through a constant pad to its input, when there is one.
@@ -152,7 +159,7 @@ impl FastTaps {
             return None;
         }
         let in_shape = concrete(source_fact)?;
-        let taps = FastTaps {
+        let mut taps = FastTaps {
             axis: op.axis,
             in_shape,
             pads,
@@ -161,7 +168,16 @@ impl FastTaps {
             dt,
             out_shape,
         };
-        taps.valid().then_some((taps, source))
+        if !taps.valid() {
+            return None;
+        }
+        if taps.planar() {
+            let rows: Vec<TapRows> = taps.taps.iter().map(|t| taps.tap_rows(t)).collect();
+            for (tap, rows) in taps.taps.iter_mut().zip(rows) {
+                tap.rows = Some(rows);
+            }
+        }
+        Some((taps, source))
     }
 
     /// The taps read inside the padded input and tile the output along the concat axis.
@@ -190,7 +206,7 @@ impl FastTaps {
 
     /// True when every tap reads whole channel planes of an NCHW input (the im2col of a 2-D
     /// convolution): concat on axis 1, no slicing or padding of axes 0 and 1.
-    fn planar(&self) -> bool {
+    pub(super) fn planar(&self) -> bool {
         self.out_shape.len() == 4
             && self.axis == 1
             && self.pads[..2] == [(0, 0), (0, 0)]
@@ -224,11 +240,6 @@ impl FastTaps {
             hi: hi_x,
             first: col(lo).saturating_sub(pl),
         }
-    }
-
-    /// True when the taps read whole channel planes ([`Self::planar`]).
-    pub(super) fn is_planar(&self) -> bool {
-        self.planar()
     }
 
     /// The output's shape.
@@ -267,13 +278,16 @@ impl FastTaps {
         if band * wo == 0 {
             return true;
         }
-        let TapRows {
+        let Some(TapRows {
             rows,
             lo,
             hi: hi_x,
             first,
-            ..
-        } = self.tap_rows(tap);
+        }) = &tap.rows
+        else {
+            return false;
+        };
+        let (lo, hi_x, first) = (*lo, *hi_x, *first);
         let n_cols = hi_x.saturating_sub(lo);
         // The band's rows that read the input (an interval for a stride of 1).
         let ya = (y0..y1).find(|&y| rows.get(y).copied().flatten().is_some());
@@ -463,7 +477,10 @@ impl FastTaps {
 /// Every `stride`-th byte of `span` from its first, into `dst`.
 pub(super) fn gather(span: &[u8], dst: &mut [u8], stride: usize) {
     match stride {
-        1 => copy_short(dst, span),
+        1 => {
+            let n = dst.len().min(span.len());
+            dst[..n].copy_from_slice(&span[..n]);
+        }
         2 => {
             // 16 at a time from 32 bytes (fixed sizes: de-interleaving vector moves), the
             // last 16 overlapping the ones before when 32 bytes are there to read; then
@@ -536,27 +553,6 @@ fn every_other_16_portable(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// `dst` from the start of `src`, as 16- or 8-byte copies (overlapping at the end) that
-/// compile to a few vector moves: rows here are 13 to 208 bytes, where a `memcpy` call
-/// would cost more than the copy.
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    let n = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..n], &src[..n]);
-    if n >= 16 {
-        for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
-            d.copy_from_slice(s);
-        }
-        dst[n - 16..].copy_from_slice(&src[n - 16..]);
-    } else if n >= 8 {
-        dst[..8].copy_from_slice(&src[..8]);
-        dst[n - 8..].copy_from_slice(&src[n - 8..]);
-    } else {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = *s;
-        }
-    }
-}
-
 impl Op for FastTaps {
     fn name(&self) -> StaticName {
         "FastTaps".into()
@@ -591,10 +587,9 @@ impl EvalOp for FastTaps {
         let Some(out) = self.run(input.as_bytes()) else {
             bail!("FastTaps: input of {} bytes does not fit", input.len());
         };
-        let mut t = tract_ndarray::ArrayD::from_shape_vec(&*self.out_shape, out)?.into_tensor();
-        // SAFETY: same size (1 byte), and the bytes are values of the input's type.
-        unsafe { t.set_datum_type(self.dt) };
-        Ok(tvec!(t.into_tvalue()))
+        Ok(tvec!(
+            super::byte_tensor(&self.out_shape, out, self.dt)?.into_tvalue()
+        ))
     }
 
     op_out_of_plan!();

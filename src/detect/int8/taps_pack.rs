@@ -26,7 +26,7 @@ impl FastTapsPack {
     /// The fused op, when `taps` are planar (an NCHW convolution's im2col) and `pack` packs
     /// their output with k on the channel axis and mn on the innermost one.
     pub fn for_pair(taps: &FastTaps, pack: &FastPackI8) -> Option<Self> {
-        (taps.is_planar() && pack.k_axis == 1 && pack.mn_axis == 3).then(|| FastTapsPack {
+        (taps.planar() && pack.k_axis == 1 && pack.mn_axis == 3).then(|| FastTapsPack {
             taps: taps.clone(),
             pack: pack.clone(),
         })
