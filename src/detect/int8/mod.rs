@@ -10,6 +10,8 @@
 //! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
 //! - [`sumpool::FastSumPool`]: tract's float `OptSumPool` (average pools) with valid padding;
 //! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors;
+//!   [`taps_early::install`] puts it in before tract optimizes, so tract optimizes a graph a
+//!   third the size;
 //! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op.
 //!
 //! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
@@ -25,6 +27,7 @@ pub mod quant;
 pub mod resize;
 pub mod sumpool;
 pub mod taps;
+pub mod taps_early;
 pub mod taps_pack;
 
 use tract_onnx::prelude::*;
@@ -48,7 +51,8 @@ pub struct Report {
     pub maxpools_ours: usize,
     /// Float resizes now done by lookout (the FP32 model has them too).
     pub resizes_ours: usize,
-    /// In-graph im2col subgraphs (pad, slices, concat) now one lookout op each.
+    /// In-graph im2col subgraphs (pad, slices, concat) now one lookout op each (those taken
+    /// before optimization, [`install_early`], are added by the caller).
     pub taps_ours: usize,
     /// 8-bit lookup tables (the INT8 graphs' activations) now done by lookout.
     pub luts_ours: usize,
@@ -121,6 +125,22 @@ pub(crate) fn byte_tensor<T: Datum>(
 /// True when the environment asks for tract's own packing (`LOOKOUT_INT8_PACK=tract`).
 pub fn tract_packing_forced() -> bool {
     std::env::var("LOOKOUT_INT8_PACK").is_ok_and(|v| v == "tract")
+}
+
+/// Before tract optimizes a typed model: every in-graph im2col subgraph becomes one
+/// [`taps::FastTaps`] ([`taps_early`]), unless the environment asks for tract's ops. Returns
+/// how many, which the caller adds to [`Report::taps_ours`] of the [`install`] that follows.
+pub fn install_early(model: &mut TypedModel) -> TractResult<usize> {
+    install_early_with(model, !tract_packing_forced())
+}
+
+/// [`install_early`] with the choice made by the caller.
+pub fn install_early_with(model: &mut TypedModel, ours: bool) -> TractResult<usize> {
+    if ours {
+        taps_early::install(model)
+    } else {
+        Ok(0)
+    }
 }
 
 /// Replaces, in an optimized model, every int8 `OptMatMulPack` that lookout's packer
@@ -271,15 +291,21 @@ mod tests {
     use crate::detect::{typed_model, DetectorConfig, ModelSource};
     use std::path::PathBuf;
 
-    /// The shipped INT8 model, typed and optimized by tract, not yet touched by lookout.
-    pub(super) fn optimized(file: &str, size: u32) -> TypedModel {
+    /// A shipped model, typed by tract (not optimized yet).
+    pub(super) fn typed(file: &str, size: u32) -> TypedModel {
         let cfg = DetectorConfig {
             model: ModelSource::File(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file)),
             input_size: Some((size, size)),
             ..DetectorConfig::default()
         };
-        let typed = typed_model(&cfg).unwrap_or_else(|e| panic!("{file}: {e}"));
-        typed.model.into_optimized().expect("optimize")
+        typed_model(&cfg)
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .model
+    }
+
+    /// The shipped INT8 model, typed and optimized by tract, not yet touched by lookout.
+    pub(super) fn optimized(file: &str, size: u32) -> TypedModel {
+        typed(file, size).into_optimized().expect("optimize")
     }
 
     /// How many nodes of `model` run op `T`.
@@ -320,8 +346,17 @@ mod tests {
         ] {
             let x = input(size as usize);
             let theirs = optimized(file, size);
-            let mut ours = theirs.clone();
-            let report = install_with(&mut ours, true).expect("install");
+            // lookout's load: the im2cols before tract optimizes, the rest after.
+            let mut ours = typed(file, size);
+            let early = install_early_with(&mut ours, true).expect("early");
+            let mut ours = ours.into_optimized().expect("optimize");
+            let mut report = install_with(&mut ours, true).expect("install");
+            assert_eq!(
+                report.taps_ours, 0,
+                "{file}: im2cols left to after optimizing"
+            );
+            assert_eq!(early, 27, "{file}: im2cols taken before optimizing");
+            report.taps_ours += early;
             assert!(report.packs_int8 > 0, "{file}: no int8 pack found");
             assert_eq!(
                 report.packs_ours, report.packs_int8,
@@ -376,6 +411,11 @@ mod tests {
             let counted = install_with(&mut theirs.clone(), false).expect("count");
             assert_eq!(counted.packs_ours, 0);
             assert_eq!(counted.packs_int8, report.packs_int8);
+            let late = install_with(&mut theirs.clone(), true).expect("late");
+            assert_eq!(
+                late.taps_ours, 27,
+                "{file}: the pass after optimizing alone"
+            );
             let (a, b) = (outputs(theirs, &x), outputs(ours, &x));
             assert_eq!(a.len(), 6);
             for (i, (a, b)) in a.iter().zip(&b).enumerate() {
