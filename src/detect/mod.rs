@@ -417,7 +417,7 @@ impl Detector {
     ) -> Result<Detector, DetectError> {
         let t0 = Instant::now();
         let Typed {
-            model,
+            mut model,
             name,
             w,
             h,
@@ -435,7 +435,6 @@ impl Detector {
             ))
         };
         // The in-graph im2cols go first, so that tract optimizes a graph a third the size.
-        let mut model = model;
         let early = int8::install_early(&mut model).map_err(int8_wrong)?;
         let mut optimized = model
             .into_optimized()

@@ -168,14 +168,7 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
                 patches.push((node.id, source, op));
             }
         }
-        report.taps_ours = patches.len();
-        for (id, source, op) in patches {
-            let node = model.node(id);
-            TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
-        }
-        if report.taps_ours > 0 {
-            *model = std::mem::take(model).into_compact()?;
-        }
+        report.taps_ours = replace_reading(model, patches)?;
     }
     // One patch per node, applied at once: a replaced node feeding another one (two strided
     // slices in a row) is then already the new op when its successor is tapped.
@@ -274,8 +267,17 @@ fn fuse_taps_into_packs(model: &mut TypedModel) -> TractResult<usize> {
             fused.push((node.id, producer.inputs[0], op));
         }
     }
-    let n = fused.len();
-    for (id, source, op) in fused {
+    replace_reading(model, fused)
+}
+
+/// Replaces each node `id` by `op` reading only `source`, then drops what no longer runs;
+/// returns how many nodes were replaced.
+pub(super) fn replace_reading<O: TypedOp>(
+    model: &mut TypedModel,
+    replacements: Vec<(usize, OutletId, O)>,
+) -> TractResult<usize> {
+    let n = replacements.len();
+    for (id, source, op) in replacements {
         let node = model.node(id);
         TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
     }

@@ -38,15 +38,7 @@ pub fn install(model: &mut TypedModel) -> TractResult<usize> {
             }
         }
     }
-    let n = found.len();
-    for (id, root, op) in found {
-        let node = model.node(id);
-        TypedModelPatch::replace_single_op(model, node, &[root], op)?.apply(model)?;
-    }
-    if n > 0 {
-        *model = std::mem::take(model).into_compact()?;
-    }
-    Ok(n)
+    super::replace_reading(model, found)
 }
 
 /// The op for `concat` and the outlet it reads, when the subgraph ending at `concat` comes
@@ -63,7 +55,7 @@ fn for_concat(model: &TypedModel, concat: &TypedNode) -> Option<(FastTaps, Outle
         root: None,
         nodes: 0,
     };
-    let out = copy.node(concat.id, true)?;
+    let out = copy.node(concat)?;
     let root = copy.root?;
     let mut small = copy.small;
     small.select_output_outlets(&out).ok()?;
@@ -86,17 +78,11 @@ struct Copy<'a> {
 }
 
 impl Copy<'_> {
-    /// Copies node `id` with what it reads (`top`: the concat itself); its outlets in the
-    /// small model. `None` when the subgraph reads more than one outside outlet or is too big.
-    fn node(&mut self, id: usize, top: bool) -> Option<TVec<OutletId>> {
-        let node = self.model.node(id);
+    /// Copies `node` with what it reads; its outlets in the small model. `None` when the
+    /// subgraph reads more than one outside outlet or is too big.
+    fn node(&mut self, node: &TypedNode) -> Option<TVec<OutletId>> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
-            return None;
-        }
-        let konst = node.inputs.is_empty() && node.op.name() == "Const";
-        let moves = MOVES.contains(&&*node.op.name());
-        if !(top || konst || moves) {
             return None;
         }
         let mut inputs = TVec::new();
@@ -114,32 +100,31 @@ impl Copy<'_> {
         if let Some(&copied) = self.map.get(&outlet) {
             return Some(copied);
         }
-        let node = self.model.node(outlet.node);
-        let inside = MOVES.contains(&&*node.op.name())
-            || (node.inputs.is_empty() && node.op.name() == "Const");
-        if inside {
-            let outputs = self.node(outlet.node, false)?;
+        let model = self.model;
+        let node = model.node(outlet.node);
+        // Inside the subgraph: padding, slicing and the constants they read.
+        let konst = node.inputs.is_empty() && node.op.name() == "Const";
+        if konst || MOVES.contains(&&*node.op.name()) {
+            let outputs = self.node(node)?;
             for (slot, &copied) in outputs.iter().enumerate() {
                 self.map.insert(OutletId::new(outlet.node, slot), copied);
             }
             return outputs.get(outlet.slot).copied();
         }
-        {
-            if self.root.replace(outlet).is_some() {
-                return None;
-            }
-            let fact = self.model.outlet_fact(outlet).ok()?;
-            let shape = fact.shape.as_concrete()?;
-            let copied = self
-                .small
-                .add_source(
-                    "lookout.taps.root",
-                    TypedFact::dt_shape(fact.datum_type, shape),
-                )
-                .ok()?;
-            self.map.insert(outlet, copied);
-            Some(copied)
+        if self.root.replace(outlet).is_some() {
+            return None;
         }
+        let fact = model.outlet_fact(outlet).ok()?;
+        let shape = fact.shape.as_concrete()?;
+        let copied = self
+            .small
+            .add_source(
+                "lookout.taps.root",
+                TypedFact::dt_shape(fact.datum_type, shape),
+            )
+            .ok()?;
+        self.map.insert(outlet, copied);
+        Some(copied)
     }
 }
 
