@@ -426,7 +426,7 @@ pub fn render_fidelity(f: &bench::FidelityReport) -> String {
     );
     let _ = writeln!(
         o,
-        "reference: the model's detections on every frame ({} in {} frames); covered = a confirmed track of the same or a confusable class at IoU ≥ 0.5; id switches are counted against the N = 1 tracks.",
+        "reference: the model's detections on every frame ({} in {} frames); covered = a confirmed track of the same or a confusable class at IoU ≥ 0.5; id switches are counted against the N = 1 tracks (CLEAR MOT: a track still on its object at IoU ≥ 0.5 keeps it).",
         f.reference_detections, f.frames
     );
     o.push('\n');

@@ -83,9 +83,13 @@ pub struct PlannerConfig {
     pub every: u32,
     /// Adaptive: the heartbeat while nothing is tracked and nothing moves.
     pub idle_interval: Duration,
-    /// Adaptive: the fewest frames between two detections asked for by motion or uncertainty.
+    /// Adaptive: the fewest frames between two detections asked for by motion or uncertainty
+    /// (default 3).
     pub min_gap: u32,
-    /// Adaptive: moving cells outside the tracks that make a detection worth asking for.
+    /// Adaptive: moving cells (of 8×8 gray pixels) outside the tracks, in new places, that
+    /// make a detection worth asking for (default 8: about a walking person's legs and arms
+    /// at 30–60 px tall; fewer asked for a detection every `min_gap` frames in a busy street
+    /// for little coverage — the fidelity replay of the bundled clip, README).
     pub min_motion_cells: usize,
     /// Adaptive: track boxes are grown by this fraction of their size on each side before
     /// they explain motion (a walking person's limbs and the box's lag).
@@ -101,8 +105,8 @@ impl PlannerConfig {
             kind,
             every: every.max(1),
             idle_interval,
-            min_gap: 2,
-            min_motion_cells: 2,
+            min_gap: 3,
+            min_motion_cells: 8,
             box_margin: 0.25,
             motion: MotionParams::default(),
         }

@@ -20,7 +20,10 @@ pub struct TrackerConfig {
     pub confirm_hits: u32,
     /// A detection at least this confident confirms its track at once (one hit) when it is
     /// fresh (made on the current or the previous frame; a late one's box is where the object
-    /// was); weaker ones still need `confirm_hits`. Above 1 turns this off.
+    /// was); weaker ones still need `confirm_hits`. Above 1 turns this off. The default, 0.35,
+    /// is the default `[model] threshold`: what the model reports on a fresh frame is
+    /// reported at once, as detection on every frame would; a weak detection that the next
+    /// round does not see again ends after `max_misses` rounds.
     pub confirm_score: f32,
     /// Consecutive detection rounds a confirmed track may go unmatched; it ends at this many.
     /// Scales with the detection interval by construction: it counts rounds, not frames.
@@ -52,7 +55,7 @@ impl Default for TrackerConfig {
         TrackerConfig {
             iou_threshold: 0.3,
             confirm_hits: 2,
-            confirm_score: 0.5,
+            confirm_score: 0.35,
             max_misses: 2,
             max_age_frames: 60,
             max_visual_failures: 10,
