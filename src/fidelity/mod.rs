@@ -112,7 +112,8 @@ pub fn evaluate(
 
 /// Matches reference tracks `gts` with `tracks` in one frame the CLEAR MOT way (Bernardin &
 /// Stiefelhagen, 2008): a reference track whose last matched track (`last_id`) is still
-/// there, of a confusable class and at IoU ≥ `min_iou`, keeps it; the rest are matched
+/// there, of a confusable class and at IoU ≥ `min_iou`, keeps it (the better-overlapping
+/// one, if two claim it); the rest are matched
 /// greedily ([`match_boxes`]). Without the first step, two people walking side by side whose
 /// tracks both overlap both of them would count a switch whenever the IoU order flips, though
 /// no track changed its object.
@@ -123,17 +124,24 @@ fn match_tracks(
     min_iou: f32,
 ) -> Vec<(usize, usize)> {
     let (mut used_g, mut used_t) = (vec![false; gts.len()], vec![false; tracks.len()]);
-    let mut out = Vec::new();
+    let mut kept: Vec<(f32, usize, usize)> = Vec::new();
     for (i, g) in gts.iter().enumerate() {
         let Some(&id) = last_id.get(&g.id) else {
             continue;
         };
-        let kept = tracks.iter().position(|t| {
-            t.id == id
-                && labels::confusable(g.class_id, t.class_id)
-                && g.bbox.iou(&t.bbox) >= min_iou
-        });
-        if let Some(j) = kept.filter(|&j| !used_t[j]) {
+        for (j, t) in tracks.iter().enumerate() {
+            let iou = g.bbox.iou(&t.bbox);
+            if t.id == id && labels::confusable(g.class_id, t.class_id) && iou >= min_iou {
+                kept.push((iou, i, j));
+            }
+        }
+    }
+    // Two reference tracks on one object (two boxes the model gave one person) may both claim
+    // the same track: the better-overlapping one keeps it.
+    kept.sort_by(|p, q| q.0.total_cmp(&p.0));
+    let mut out = Vec::new();
+    for (_, i, j) in kept {
+        if !used_g[i] && !used_t[j] {
             used_g[i] = true;
             used_t[j] = true;
             out.push((i, j));
@@ -188,6 +196,21 @@ mod tests {
         let f = evaluate(&dets, &gt, &tracks);
         assert_eq!((f.covered, f.id_switches), (2, 1));
         assert!((f.switches_per_100() - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn of_two_reference_tracks_claiming_one_track_the_better_overlapping_keeps_it() {
+        // Reference tracks 1 and 2 are two boxes the model gave one person at different
+        // times; track 7 was last matched to each. In the third frame both claim 7: 2 sits on
+        // it exactly, 1 only at IoU 0.54, and a neighbour track 8 would fit 2 but not 1.
+        let gt = vec![vec![b(1, 0.0)], vec![b(2, 0.0)], vec![b(1, 3.0), b(2, 0.0)]];
+        let tracks = vec![
+            vec![b(7, 0.0)],
+            vec![b(7, 0.0)],
+            vec![b(7, 0.0), b(8, -3.0)],
+        ];
+        let f = evaluate(&gt, &gt, &tracks);
+        assert_eq!((f.id_switches, f.matched_track_frames), (0, 3));
     }
 
     #[test]
