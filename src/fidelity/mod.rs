@@ -57,23 +57,43 @@ impl Fidelity {
 
 /// Greedy matching of the same or confusable classes ([`labels::confusable`]: a `truck`
 /// track covers a `car` detection of the same object) by IoU ≥ `min_iou`, best pairs first: `(a index, b index)`.
-pub fn match_boxes(a: &[LabelledBox], b: &[LabelledBox], min_iou: f32) -> Vec<(usize, usize)> {
-    let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
+fn match_boxes(a: &[LabelledBox], b: &[LabelledBox], min_iou: f32) -> Vec<(usize, usize)> {
+    let mut used = (vec![false; a.len()], vec![false; b.len()]);
+    take_best(pairs_by_iou(a, b, min_iou, |_, _| true), &mut used)
+}
+
+/// Every pair of `a` and `b` of confusable classes at IoU ≥ `min_iou` that `allow` lets
+/// through, as `(IoU, a index, b index)`.
+fn pairs_by_iou(
+    a: &[LabelledBox],
+    b: &[LabelledBox],
+    min_iou: f32,
+    allow: impl Fn(&LabelledBox, &LabelledBox) -> bool,
+) -> Vec<(f32, usize, usize)> {
+    let mut pairs = Vec::new();
     for (i, x) in a.iter().enumerate() {
         for (j, y) in b.iter().enumerate() {
             let iou = x.bbox.iou(&y.bbox);
-            if labels::confusable(x.class_id, y.class_id) && iou >= min_iou {
+            if labels::confusable(x.class_id, y.class_id) && iou >= min_iou && allow(x, y) {
                 pairs.push((iou, i, j));
             }
         }
     }
+    pairs
+}
+
+/// Takes `pairs` best IoU first, each side at most once (`used` marks the sides taken, and
+/// is updated): `(a index, b index)`.
+fn take_best(
+    mut pairs: Vec<(f32, usize, usize)>,
+    used: &mut (Vec<bool>, Vec<bool>),
+) -> Vec<(usize, usize)> {
     pairs.sort_by(|p, q| q.0.total_cmp(&p.0));
-    let (mut used_a, mut used_b) = (vec![false; a.len()], vec![false; b.len()]);
     let mut out = Vec::new();
     for (_, i, j) in pairs {
-        if !used_a[i] && !used_b[j] {
-            used_a[i] = true;
-            used_b[j] = true;
+        if !used.0[i] && !used.1[j] {
+            used.0[i] = true;
+            used.1[j] = true;
             out.push((i, j));
         }
     }
@@ -123,39 +143,17 @@ fn match_tracks(
     last_id: &HashMap<u64, u64>,
     min_iou: f32,
 ) -> Vec<(usize, usize)> {
-    let (mut used_g, mut used_t) = (vec![false; gts.len()], vec![false; tracks.len()]);
-    let mut kept: Vec<(f32, usize, usize)> = Vec::new();
-    for (i, g) in gts.iter().enumerate() {
-        let Some(&id) = last_id.get(&g.id) else {
-            continue;
-        };
-        for (j, t) in tracks.iter().enumerate() {
-            let iou = g.bbox.iou(&t.bbox);
-            if t.id == id && labels::confusable(g.class_id, t.class_id) && iou >= min_iou {
-                kept.push((iou, i, j));
-            }
-        }
-    }
+    let mut used = (vec![false; gts.len()], vec![false; tracks.len()]);
     // Two reference tracks on one object (two boxes the model gave one person) may both claim
     // the same track: the better-overlapping one keeps it.
-    kept.sort_by(|p, q| q.0.total_cmp(&p.0));
-    let mut out = Vec::new();
-    for (_, i, j) in kept {
-        if !used_g[i] && !used_t[j] {
-            used_g[i] = true;
-            used_t[j] = true;
-            out.push((i, j));
-        }
-    }
-    let rest_g: Vec<usize> = (0..gts.len()).filter(|&i| !used_g[i]).collect();
-    let rest_t: Vec<usize> = (0..tracks.len()).filter(|&j| !used_t[j]).collect();
-    let a: Vec<LabelledBox> = rest_g.iter().map(|&i| gts[i].clone()).collect();
-    let b: Vec<LabelledBox> = rest_t.iter().map(|&j| tracks[j].clone()).collect();
-    out.extend(
-        match_boxes(&a, &b, min_iou)
-            .into_iter()
-            .map(|(i, j)| (rest_g[i], rest_t[j])),
-    );
+    let kept = pairs_by_iou(gts, tracks, min_iou, |g, t| {
+        last_id.get(&g.id) == Some(&t.id)
+    });
+    let mut out = take_best(kept, &mut used);
+    out.extend(take_best(
+        pairs_by_iou(gts, tracks, min_iou, |_, _| true),
+        &mut used,
+    ));
     out
 }
 

@@ -55,7 +55,7 @@ impl Default for TrackerConfig {
         TrackerConfig {
             iou_threshold: 0.3,
             confirm_hits: 2,
-            confirm_score: 0.35,
+            confirm_score: crate::detect::DEFAULT_SCORE_THRESHOLD,
             max_misses: 2,
             max_age_frames: 60,
             max_visual_failures: 10,
