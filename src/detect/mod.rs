@@ -440,7 +440,7 @@ impl Detector {
             .into_optimized()
             .map_err(|e| wrong(format!("tract cannot optimize it: {}", first_line(&e))))?;
         let mut int8 = int8::install(&mut optimized).map_err(int8_wrong)?;
-        int8.taps_ours += early;
+        int8.merge_early(early);
         let plan = optimized
             .into_runnable()
             .map_err(|e| wrong(format!("tract cannot plan it: {}", first_line(&e))))?;

@@ -23,6 +23,7 @@ pub mod im2col;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
+pub mod qconv;
 pub mod quant;
 pub mod resize;
 pub mod sumpool;
@@ -39,8 +40,15 @@ use tract_onnx::tract_core::ops::nn::resize::Resize;
 use tract_onnx::tract_core::ops::Downsample;
 
 /// What [`install`] changed in a model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Quantized convolutions now [`qconv::QConvI8`] (taken before optimization, by
+    /// [`install_early`]).
+    pub convs_ours: usize,
+    /// Quantized convolutions in the typed model (ours + tract's).
+    pub convs_int8: usize,
+    /// The tract kernel [`qconv::QConvI8`] runs, when it runs.
+    pub conv_kernel: Option<String>,
     /// int8 activation packs now done by lookout's packer.
     pub packs_ours: usize,
     /// int8 activation packs in the model (ours + tract's).
@@ -60,6 +68,8 @@ pub struct Report {
     pub im2cols_ours: usize,
     /// In-graph im2cols packed row by row without the whole tensor in between.
     pub taps_packed: usize,
+    /// In-graph im2cols written band by band by the [`qconv::QConvI8`] that reads them.
+    pub taps_convs: usize,
     /// Float-to-int8 quantizations now done by lookout.
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
@@ -72,14 +82,40 @@ impl Report {
     /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
     /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
-        if self.packs_int8 == 0 {
+        if self.packs_int8 == 0 && self.convs_int8 == 0 {
             return None;
         }
-        let mut parts = vec![format!("{} of {} packs", self.packs_ours, self.packs_int8)];
-        if self.taps_ours > 0 {
+        let mut parts = Vec::new();
+        if self.convs_int8 > 0 {
             parts.push(format!(
-                "{} im2col concats ({} packed in bands)",
-                self.taps_ours, self.taps_packed
+                "{} of {} convs{}",
+                self.convs_ours,
+                self.convs_int8,
+                self.conv_kernel
+                    .as_deref()
+                    .map(|k| format!(" (tract kernel {k})"))
+                    .unwrap_or_default()
+            ));
+        }
+        if self.packs_int8 > 0 {
+            parts.push(format!("{} of {} packs", self.packs_ours, self.packs_int8));
+        }
+        if self.taps_ours + self.taps_convs > 0 {
+            let mut how = Vec::new();
+            if self.taps_convs > 0 {
+                how.push(format!("{} written by the convs", self.taps_convs));
+            }
+            if self.taps_packed > 0 {
+                how.push(format!("{} packed in bands", self.taps_packed));
+            }
+            parts.push(format!(
+                "{} im2col concats{}",
+                self.taps_ours + self.taps_convs,
+                if how.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", how.join(", "))
+                }
             ));
         }
         for (n, what) in [
@@ -101,6 +137,17 @@ impl Report {
             ""
         };
         Some(format!("own int8 ops: {}{forced}", parts.join(", ")))
+    }
+}
+
+impl Report {
+    /// Adds what [`install_early`] did to this report of [`install`].
+    pub fn merge_early(&mut self, early: Report) {
+        self.taps_ours += early.taps_ours;
+        self.taps_convs += early.taps_convs;
+        self.convs_ours += early.convs_ours;
+        self.convs_int8 += early.convs_int8;
+        self.conv_kernel = early.conv_kernel.or(self.conv_kernel.take());
     }
 }
 
@@ -128,19 +175,66 @@ pub fn tract_packing_forced() -> bool {
 }
 
 /// Before tract optimizes a typed model: every in-graph im2col subgraph becomes one
-/// [`taps::FastTaps`] ([`taps_early`]), unless the environment asks for tract's ops. Returns
-/// how many, which the caller adds to [`Report::taps_ours`] of the [`install`] that follows.
-pub fn install_early(model: &mut TypedModel) -> TractResult<usize> {
-    install_early_with(model, !tract_packing_forced())
+/// [`taps::FastTaps`] ([`taps_early`]), then every quantized convolution that
+/// [`qconv::QConvI8`] computes becomes one (absorbing the im2col it reads), unless the
+/// environment asks for tract's ops (`LOOKOUT_INT8_PACK=tract`: all of them;
+/// `LOOKOUT_INT8_CONV=tract`: the convolutions). Returns what it did, which the caller merges
+/// into the [`Report`] of the [`install`] that follows ([`Report::merge_early`]).
+pub fn install_early(model: &mut TypedModel) -> TractResult<Report> {
+    let ours = !tract_packing_forced();
+    install_early_with(model, ours, ours && !tract_conv_forced())
 }
 
-/// [`install_early`] with the choice made by the caller.
-pub fn install_early_with(model: &mut TypedModel, ours: bool) -> TractResult<usize> {
-    if ours {
-        taps_early::install(model)
-    } else {
-        Ok(0)
+/// [`install_early`] with the choices made by the caller: `ours` for lookout's im2col ops,
+/// `convs` for lookout's convolutions.
+pub fn install_early_with(model: &mut TypedModel, ours: bool, convs: bool) -> TractResult<Report> {
+    let mut report = Report {
+        taps_ours: if ours { taps_early::install(model)? } else { 0 },
+        ..Report::default()
+    };
+    let mut found = Vec::new();
+    for node in model.nodes() {
+        let Some(conv) = node.op_as::<tract_onnx::tract_core::ops::cnn::Conv>() else {
+            continue;
+        };
+        if conv.q_params.is_none() {
+            continue;
+        }
+        report.convs_int8 += 1;
+        if !convs {
+            continue;
+        }
+        // The im2col it reads, when nothing else reads it: written band by band by the conv.
+        let input = node.inputs[0];
+        let taps = model
+            .node(input.node)
+            .op_as::<taps::FastTaps>()
+            .filter(|t| t.planar() && model.outlet_successors(input).len() == 1);
+        let with_taps = taps.and_then(|t| {
+            let op = qconv::QConvI8::for_node(model, node, Some(t.clone()))?;
+            Some((op, model.node(input.node).inputs[0]))
+        });
+        if let Some((op, source)) =
+            with_taps.or_else(|| Some((qconv::QConvI8::for_node(model, node, None)?, input)))
+        {
+            report
+                .conv_kernel
+                .get_or_insert_with(|| op.kernel_name().to_string());
+            if op.has_taps() {
+                report.taps_ours -= 1;
+                report.taps_convs += 1;
+            }
+            found.push((node.id, source, op));
+        }
     }
+    report.convs_ours = replace_reading(model, found)?;
+    Ok(report)
+}
+
+/// True when the environment asks for tract's own quantized convolutions
+/// (`LOOKOUT_INT8_CONV=tract`), lookout's other int8 ops staying.
+pub fn tract_conv_forced() -> bool {
+    std::env::var("LOOKOUT_INT8_CONV").is_ok_and(|v| v == "tract")
 }
 
 /// Replaces, in an optimized model, every int8 `OptMatMulPack` that lookout's packer
@@ -350,19 +444,36 @@ mod tests {
             let theirs = optimized(file, size);
             // lookout's load: the im2cols before tract optimizes, the rest after.
             let mut ours = typed(file, size);
-            let early = install_early_with(&mut ours, true).expect("early");
+            let early = install_early_with(&mut ours, true, false).expect("early");
             let mut ours = ours.into_optimized().expect("optimize");
             let mut report = install_with(&mut ours, true).expect("install");
             assert_eq!(
                 report.taps_ours, 0,
                 "{file}: im2cols left to after optimizing"
             );
-            assert_eq!(early, 27, "{file}: im2cols taken before optimizing");
-            report.taps_ours += early;
-            assert!(report.packs_int8 > 0, "{file}: no int8 pack found");
             assert_eq!(
-                report.packs_ours, report.packs_int8,
-                "{file}: some int8 packs were left to tract"
+                early.taps_ours, 27,
+                "{file}: im2cols taken before optimizing"
+            );
+            assert_eq!(early.convs_ours, 0, "{file}: convs left to tract");
+            report.merge_early(early);
+            assert!(report.packs_int8 > 0, "{file}: no int8 pack found");
+            // Left to tract: only packings lookout's packer does not write (the AMX kernels'
+            // activation tiles, on a CPU that has them).
+            let unwritable = ours
+                .nodes()
+                .iter()
+                .filter(|n| n.op_is::<OptMatMulPack>())
+                .filter_map(|n| n.outputs[0].fact.exotic_fact.as_ref())
+                .filter_map(|f| {
+                    f.downcast_ref::<tract_onnx::tract_core::ops::matmul::pack::DynPackedExoticFact>()
+                })
+                .filter(|f| f.packers.iter().all(|p| fast_pack::layout_of(&**p).is_none()))
+                .count();
+            assert_eq!(
+                report.packs_ours + unwritable,
+                report.packs_int8,
+                "{file}: some int8 packs lookout writes were left to tract"
             );
             let ours_n = count::<fast_pack::FastPackI8>(&ours);
             assert_eq!(
@@ -418,7 +529,13 @@ mod tests {
                 late.taps_ours, 27,
                 "{file}: the pass after optimizing alone"
             );
-            let (a, b) = (outputs(theirs, &x), outputs(ours, &x));
+            same_outputs(file, outputs(theirs, &x), outputs(ours, &x));
+        }
+    }
+
+    /// The six outputs of two runs of a model, bit for bit.
+    fn same_outputs(file: &str, a: Vec<Tensor>, b: Vec<Tensor>) {
+        {
             assert_eq!(a.len(), 6);
             for (i, (a, b)) in a.iter().zip(&b).enumerate() {
                 let a: Vec<f32> = a
@@ -445,6 +562,60 @@ mod tests {
                     a.len() - same
                 );
             }
+        }
+    }
+
+    /// Issue #8 stage 3: every quantized convolution but the stem becomes a `QConvI8` before
+    /// tract optimizes, each writing the im2col it reads, and the outputs stay bit-identical to
+    /// tract's own lowering of the whole model.
+    #[test]
+    fn shipped_int8_models_give_bit_identical_outputs_with_our_convolutions() {
+        for (file, size) in [
+            ("models/nanodet-g-416-int8.onnx", 416),
+            ("models/nanodet-g-320-int8.onnx", 320),
+        ] {
+            let x = input(size as usize);
+            let theirs = optimized(file, size);
+            let mut ours = typed(file, size);
+            let early = install_early_with(&mut ours, true, true).expect("early");
+            assert_eq!(
+                early.convs_int8, 34,
+                "{file}: quantized convs in the typed graph"
+            );
+            assert_eq!(
+                early.convs_ours, 33,
+                "{file}: all but the stem (3×3, stride 2)"
+            );
+            assert_eq!(
+                early.taps_convs, 27,
+                "{file}: every im2col written by its conv"
+            );
+            assert_eq!(early.taps_ours, 0, "{file}: no im2col left alone");
+            assert!(early.conv_kernel.is_some());
+            assert_eq!(
+                count::<qconv::QConvI8>(&ours),
+                33,
+                "{file}: convs in the graph"
+            );
+            let mut ours = ours.into_optimized().expect("optimize");
+            let mut report = install_with(&mut ours, true).expect("install");
+            report.merge_early(early);
+            assert_eq!(
+                count::<qconv::QConvI8>(&ours),
+                33,
+                "{file}: convs in the plan"
+            );
+            assert_eq!(
+                count::<taps::FastTaps>(&ours),
+                0,
+                "{file}: im2cols in the plan"
+            );
+            let described = report.describe().expect("an int8 path");
+            assert!(
+                described.starts_with("own int8 ops: 33 of 34 convs (tract kernel "),
+                "{described}"
+            );
+            same_outputs(file, outputs(theirs, &x), outputs(ours, &x));
         }
     }
 

@@ -1,0 +1,580 @@
+//! `QConvI8`: lookout's int8 1×1 convolution, put in place of tract's quantized `Conv` before
+//! tract optimizes the model (issue #8, stage 3).
+//!
+//! The shipped INT8 graphs compute every convolution but the stem as a 1×1 `QLinearConv`
+//! over an in-graph im2col (or over the activations themselves). tract lowers each of them
+//! into a "dequantizing" einsum patch of about 60 nodes and ten axis fixes before it picks a
+//! kernel, then runs one small matmul per output row. The lowering is most of INT8's load
+//! time; the per-row matmuls are a kernel driver's worth of overhead per image.
+//!
+//! This op runs the same computation with tract's own int8 kernel, picked the way tract picks
+//! it (`MmmDispatch::native()`), and the same fused requantization tract ends with:
+//! `+ bias (per row) → QScale(scale) → + y0 → min 127 → max −128 → store i8`, the scale
+//! being `Scaler::new(xs·ks / ys, RoundingPolicy::Even)` as tract builds it. The weights are
+//! packed once, when the op is built. At run time the output is cut into bands of whole
+//! output rows (about [`BAND_BYTES`] of packed activations); each band's activations are
+//! packed by lookout's packer ([`super::pack`]) into a buffer that stays in the cache and the
+//! kernel writes the band's output in place. Bands run on the model's threads. When the
+//! convolution reads a [`FastTaps`] (an in-graph im2col) and nothing else does, the taps are
+//! written band by band too, so the im2col tensor never exists whole.
+//!
+//! It takes a convolution only when it is exactly what it computes: 1×1, stride 1, one
+//! group, NCHW, int8 in and out, per-tensor scales, zero input and weight zero points, and a
+//! kernel whose packing lookout's packer writes. Anything else stays tract's.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use tract_linalg::multithread::{current_tract_executor, multithread_tract_scope, Executor};
+use tract_onnx::tract_core::internal::*;
+use tract_onnx::tract_core::ops::cnn::{Conv, KernelFormat};
+use tract_onnx::tract_core::ops::nn::DataFormat;
+use tract_onnx::tract_core::tract_linalg::mmm::RoundingPolicy;
+use tract_onnx::tract_core::tract_linalg::mmm::{
+    pick_by_shape, retain_best, AsInputValue, EagerPackedInput, FusedSpec, MMMInputFormat,
+    MMMInputValue, MatMatMul, PackedExoticFact, Query,
+};
+use tract_onnx::tract_core::tract_linalg::{BinOp, MmmDispatch, Scaler, WeightType};
+
+use super::fast_pack::layout_of;
+use super::pack::{self, Layout, Source};
+use super::taps::FastTaps;
+
+/// About this many bytes of packed activations per band: they stay in the L2 cache of a
+/// Pi 4 or 5 between being packed and being read by the kernel.
+const BAND_BYTES: usize = 128 * 1024;
+
+/// The op that replaces one quantized 1×1 `Conv`.
+#[derive(Debug, Clone)]
+pub struct QConvI8 {
+    /// Output channels (the matmul's m).
+    m: usize,
+    /// Input channels (k).
+    k: usize,
+    /// tract's kernel and the index of its packing.
+    mmm: Box<dyn MatMatMul>,
+    packing: usize,
+    /// The weights, packed once in the kernel's A format.
+    weights: Arc<Box<dyn MMMInputValue>>,
+    /// The kernel's B format and its panel layout (what [`pack::pack`] writes).
+    b_format: Box<dyn MMMInputFormat>,
+    b_layout: Layout,
+    /// Per output channel bias, i32, `[m]`.
+    bias: Arc<Tensor>,
+    scaler: Scaler,
+    /// Output zero point, added after scaling.
+    y0: Arc<Tensor>,
+    /// Clamp bounds of the int8 output, as i32 scalars.
+    lo: Arc<Tensor>,
+    hi: Arc<Tensor>,
+    /// The output's datum type (i8 or a quantized i8).
+    out_dt: DatumType,
+    /// When the convolution reads an in-graph im2col: the taps, written band by band (the
+    /// op's input is then the taps' input).
+    taps: Option<FastTaps>,
+}
+
+impl PartialEq for QConvI8 {
+    fn eq(&self, other: &Self) -> bool {
+        self.m == other.m
+            && self.k == other.k
+            && self.mmm.name() == other.mmm.name()
+            && self.packing == other.packing
+            && self.bias == other.bias
+            && self.scaler == other.scaler
+            && self.y0 == other.y0
+            && self.out_dt == other.out_dt
+            && self.taps == other.taps
+            && self.weights.dyn_eq(&**other.weights)
+    }
+}
+impl Eq for QConvI8 {}
+
+impl std::hash::Hash for QConvI8 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.m.hash(state);
+        self.k.hash(state);
+        self.mmm.name().hash(state);
+        self.bias.hash(state);
+        self.scaler.hash(state);
+        self.taps.hash(state);
+    }
+}
+
+/// The constant input `ix` of `node`, when it is one: a constant, or one op of constants
+/// that tract would fold (the typed graph's bias is a `Cast` of a constant).
+fn konst(model: &TypedModel, node: &TypedNode, ix: usize) -> Option<Arc<Tensor>> {
+    let outlet = *node.inputs.get(ix)?;
+    if let Some(k) = &model.outlet_fact(outlet).ok()?.konst {
+        return Some(k.clone());
+    }
+    let producer = model.node(outlet.node);
+    let inputs: TVec<TValue> = producer
+        .inputs
+        .iter()
+        .map(|i| Some(model.outlet_fact(*i).ok()?.konst.clone()?.into_tvalue()))
+        .collect::<Option<_>>()?;
+    if inputs.is_empty() {
+        return None;
+    }
+    let outputs = producer.op.eval_out_of_plan(inputs).ok()??;
+    Some(outputs.get(outlet.slot)?.clone().into_arc_tensor())
+}
+
+/// A scalar constant as f32 (a scale), when it holds one value.
+fn scalar_f32(t: &Tensor) -> Option<f32> {
+    (t.len() == 1)
+        .then(|| t.cast_to_scalar::<f32>().ok())
+        .flatten()
+}
+
+/// A zero point as i32, when it holds one value.
+fn zero_point(t: &Tensor) -> Option<i32> {
+    if t.len() != 1 {
+        return None;
+    }
+    let t = t.clone().into_tensor();
+    let t = if t.datum_type().is_quantized() {
+        t.cast_to_dt(t.datum_type().unquantized())
+            .ok()?
+            .into_owned()
+    } else {
+        t
+    };
+    t.cast_to_scalar::<i32>().ok()
+}
+
+/// Signed 8-bit, plain or quantized.
+fn is_i8(dt: DatumType) -> bool {
+    dt.unquantized() == DatumType::I8
+}
+
+impl QConvI8 {
+    /// The replacement for `node` when it is a quantized convolution this op computes exactly
+    /// (module doc); `taps` when its input is an in-graph im2col it should write itself.
+    pub fn for_node(model: &TypedModel, node: &TypedNode, taps: Option<FastTaps>) -> Option<Self> {
+        let conv = node.op_as::<Conv>()?;
+        if node.inputs.len() != 9 || conv.group != 1 || !conv.q_params.is_some_and(is_i8) {
+            return None;
+        }
+        let spec = &conv.pool_spec;
+        let ones = |v: &Option<TVec<usize>>| v.as_ref().is_none_or(|v| v.iter().all(|&s| s == 1));
+        if spec.data_format != DataFormat::NCHW
+            || spec.kernel_shape.iter().any(|&s| s != 1)
+            || !ones(&spec.strides)
+            || !ones(&spec.dilations)
+            || conv.kernel_fmt != KernelFormat::OIHW
+        {
+            return None;
+        }
+        let x_fact = model.outlet_fact(node.inputs[0]).ok()?;
+        let out_fact = &node.outputs.first()?.fact;
+        let x_shape = x_fact.shape.as_concrete()?;
+        let out_shape = out_fact.shape.as_concrete()?;
+        if !is_i8(x_fact.datum_type) || !is_i8(out_fact.datum_type) || x_shape.len() != 4 {
+            return None;
+        }
+        let (k, m) = (spec.input_channels, spec.output_channels);
+        // Same spatial size in and out: no padding.
+        if x_shape[1] != k || out_shape != [x_shape[0], m, x_shape[2], x_shape[3]] {
+            return None;
+        }
+        let w = konst(model, node, 1)?;
+        if !is_i8(w.datum_type()) || w.len() != m * k {
+            return None;
+        }
+        let [x0, xs, k0, ks, y0, ys] = [3, 4, 5, 6, 7, 8].map(|ix| konst(model, node, ix));
+        if zero_point(&*x0?)? != 0 || zero_point(&*k0?)? != 0 {
+            return None;
+        }
+        let y0 = zero_point(&*y0?)?;
+        let (xs, ks, ys) = (scalar_f32(&*xs?)?, scalar_f32(&*ks?)?, scalar_f32(&*ys?)?);
+        let bias: Vec<i32> = match konst(model, node, 2) {
+            Some(b) if b.len() == m => b
+                .cast_to::<i32>()
+                .ok()?
+                .to_plain_array_view::<i32>()
+                .ok()?
+                .iter()
+                .copied()
+                .collect(),
+            Some(b) if b.len() == 1 => vec![b.cast_to_scalar::<i32>().ok()?; m],
+            _ => return None,
+        };
+        let n = x_shape[2] * x_shape[3];
+        let query = Query {
+            weight: WeightType::Plain(DatumType::I8),
+            activation: DatumType::I8,
+            accumulators: tvec!(DatumType::I32),
+            store: Some(DatumType::I8),
+            allow_extractor: false,
+            m: Some(m),
+            k: Some(k),
+            n: Some(n),
+        };
+        // tract's choice among the kernels whose activation packing lookout's packer writes
+        // (on a CPU with AMX, tract's first choice packs the activations as A tiles).
+        let dispatch = MmmDispatch::native();
+        let mut suitable = dispatch.suitable(&query);
+        suitable.retain(|(mmm, p, extractor)| {
+            extractor.is_none()
+                && mmm
+                    .packings()
+                    .get(*p)
+                    .is_some_and(|(_, b)| layout_of(&**b).is_some())
+        });
+        let (mmm, packing, _) = match dispatch.preferred(&query, &suitable) {
+            Some(chosen) => chosen,
+            None => {
+                // tract's generic rules, then the widest tile (as `MmmDispatch::pick`).
+                retain_best(&mut suitable);
+                let ix = pick_by_shape(&query, &suitable).or_else(|| {
+                    (0..suitable.len()).max_by_key(|&i| suitable[i].0.mr() * suitable[i].0.nr())
+                })?;
+                suitable.swap_remove(ix)
+            }
+        };
+        let (a_format, b_format) = mmm.packings().get(packing)?;
+        let b_layout = layout_of(&**b_format)?;
+        // The weights as an [m, k] i8 matrix (OIHW with 1×1 kernels), packed once.
+        let w_bytes = w.as_bytes().to_vec();
+        // SAFETY: i8 and u8 have the same size and alignment; every byte is a valid i8.
+        let w_i8: Vec<i8> = w_bytes.into_iter().map(|b| b as i8).collect();
+        let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
+        let weights = a_format.prepare_one(&w2, 1, 0).ok()?;
+        let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
+        let op = QConvI8 {
+            m,
+            k,
+            mmm: mmm.clone(),
+            packing,
+            weights: Arc::new(weights),
+            b_format: b_format.clone(),
+            b_layout,
+            bias: Arc::new(Tensor::from_shape(&[m], &bias).ok()?),
+            scaler,
+            y0: Arc::new(tensor0(y0)),
+            lo: Arc::new(tensor0(i8::MIN as i32)),
+            hi: Arc::new(tensor0(i8::MAX as i32)),
+            out_dt: out_fact.datum_type,
+            taps,
+        };
+        op.fusable().then_some(op)
+    }
+
+    /// Whether the kernel fuses every step of the requantization (else tract keeps the conv).
+    fn fusable(&self) -> bool {
+        self.specs_then(|specs| specs.iter().all(|s| self.mmm.can_fuse(s)))
+    }
+
+    /// The fused steps after the matmul, without the store, handed to `f`.
+    fn specs_then<R>(&self, f: impl FnOnce(&[FusedSpec]) -> R) -> R {
+        let mut specs = vec![
+            FusedSpec::BinPerRow(self.bias.view(), BinOp::Add),
+            self.scaler.as_fused_spec(),
+        ];
+        if self.y0.cast_to_scalar::<i32>().unwrap_or(0) != 0 {
+            specs.push(FusedSpec::BinScalar(&self.y0, BinOp::Add));
+        }
+        specs.push(FusedSpec::BinScalar(&self.hi, BinOp::Min));
+        specs.push(FusedSpec::BinScalar(&self.lo, BinOp::Max));
+        f(&specs)
+    }
+
+    /// The kernel's name (for the load line).
+    pub fn kernel_name(&self) -> &str {
+        self.mmm.name()
+    }
+
+    /// Whether the op writes its input's im2col itself.
+    pub fn has_taps(&self) -> bool {
+        self.taps.is_some()
+    }
+
+    /// The matmul's input shape `[batch, k, h, w]` for an op input of shape `input`.
+    fn matmul_input_shape(&self, input: &[usize]) -> TVec<usize> {
+        match &self.taps {
+            Some(t) => t.out_shape().into(),
+            None => input.into(),
+        }
+    }
+
+    fn run(&self, input: &Tensor) -> TractResult<Tensor> {
+        let shape = self.matmul_input_shape(input.shape());
+        let &[batch, k, h, w] = &*shape else {
+            bail!("QConvI8: input of rank {} (4 expected)", shape.len());
+        };
+        ensure!(
+            k == self.k,
+            "QConvI8: {} input channels, {} expected",
+            k,
+            self.k
+        );
+        if self.taps.is_none() {
+            ensure!(
+                input.shape() == &*shape,
+                "QConvI8: input shape {:?}",
+                input.shape()
+            );
+        }
+        let n = h * w;
+        let out = Tensor::zero_dt(self.out_dt, &[batch, self.m, h, w])?;
+        let src = input.as_bytes();
+        let pl = self.b_layout.panel_len(k);
+        // Bands of whole output rows, about BAND_BYTES packed each.
+        let rows =
+            (BAND_BYTES / (pl / self.b_layout.r().max(1)).max(1) / w.max(1)).clamp(1, h.max(1));
+        let bands: Vec<(usize, usize)> = (0..batch)
+            .flat_map(|b| (0..h).step_by(rows).map(move |y0| (b, y0)))
+            .collect();
+        let out_ref = &out;
+        let band = |&(b, y0): &(usize, usize)| -> TractResult<()> {
+            let y1 = (y0 + rows).min(h);
+            let cols = (y1 - y0) * w;
+            // The band's k × cols matrix: the taps written here, or the input's columns.
+            let written;
+            let source = match &self.taps {
+                Some(taps) => {
+                    let mut buf = vec![taps.fill(); k * cols];
+                    ensure!(
+                        taps.write_rows(src, b, [y0, y1], &mut buf),
+                        "QConvI8: taps of rows {y0}..{y1} do not fit the input"
+                    );
+                    written = buf;
+                    Source {
+                        data: &written,
+                        k,
+                        mn: cols,
+                        row_stride: cols,
+                    }
+                }
+                None => Source {
+                    data: src
+                        .get(b * k * n + y0 * w..)
+                        .context("QConvI8: input too short")?,
+                    k,
+                    mn: cols,
+                    row_stride: n,
+                },
+            };
+            let panels = self.b_layout.panels(cols);
+            let mem = std::alloc::Layout::from_size_align(panels * pl, 16)?;
+            // SAFETY: `mem` is a valid layout; the bytes are zeroed before anything reads them.
+            let mut blob = unsafe { Blob::for_layout(mem) };
+            blob.as_bytes_mut().fill(0);
+            ensure!(
+                pack::pack(self.b_layout, &source, 0, blob.as_bytes_mut()),
+                "QConvI8: cannot pack rows {y0}..{y1}"
+            );
+            let packed = EagerPackedInput {
+                fact: PackedExoticFact {
+                    format: self.b_format.clone(),
+                    mn: cols.to_dim(),
+                    k,
+                },
+                packed: Arc::new(blob),
+                panel_bytes: pl,
+                mn: cols,
+            };
+            let view = TensorView::offsetting(out_ref, &[b, 0, y0, 0])?;
+            // SAFETY: the store writes rows 0..m, columns 0..cols of the band, from the
+            // view's first byte with a row stride of n bytes: inside `out` (band rows y0..y1
+            // of batch item b, every channel). Bands write disjoint bytes, and `out` is not
+            // read or moved while they run.
+            unsafe {
+                let store = self
+                    .mmm
+                    .c_from_data_and_strides(1, n as isize, 1)
+                    .wrap(&view);
+                let mut scratch = self.mmm.allocate_scratch_space();
+                self.specs_then(|tail| {
+                    let mut specs = Vec::with_capacity(tail.len() + 2);
+                    specs.push(FusedSpec::AddMatMul {
+                        a: AsInputValue::Borrowed(&**self.weights),
+                        b: AsInputValue::Borrowed(&packed),
+                        packing: self.packing,
+                    });
+                    specs.extend_from_slice(tail);
+                    specs.push(FusedSpec::Store(store));
+                    multithread_tract_scope(Executor::SingleThread, || {
+                        self.mmm
+                            .run_with_scratch_space(self.m, cols, &mut *scratch, &specs)
+                    })
+                })
+            }
+        };
+        match current_tract_executor() {
+            Executor::MultiThread(pool) if pool.current_num_threads() > 1 && bands.len() > 1 => {
+                pool.install(|| bands.par_iter().try_for_each(band))?
+            }
+            _ => bands.iter().try_for_each(band)?,
+        }
+        Ok(out)
+    }
+}
+
+impl Op for QConvI8 {
+    fn name(&self) -> StaticName {
+        "QConvI8".into()
+    }
+
+    fn info(&self) -> TractResult<Vec<String>> {
+        Ok(vec![format!(
+            "{}×{} int8 1×1 conv with {} ({:?}, packing {}), scale {}{}",
+            self.m,
+            self.k,
+            self.mmm.name(),
+            self.b_layout,
+            self.packing,
+            self.scaler.scale,
+            if self.taps.is_some() {
+                ", im2col written in bands"
+            } else {
+                ""
+            }
+        )])
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for QConvI8 {
+    fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        let [input] = &*inputs else {
+            bail!("QConvI8 takes one input, got {}", inputs.len());
+        };
+        Ok(tvec!(self.run(input)?.into_tvalue()))
+    }
+
+    op_out_of_plan!();
+}
+
+impl TypedOp for QConvI8 {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        let shape = inputs[0]
+            .shape
+            .as_concrete()
+            .context("QConvI8: symbolic input shape")?;
+        let s = self.matmul_input_shape(shape);
+        Ok(tvec!(self.out_dt.fact([s[0], self.m, s[2], s[3]])))
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::int8::fast_pack::tests::noise_i8;
+    use tract_onnx::tract_core::ops::cnn::{PaddingSpec, PoolSpec};
+
+    /// A model of one quantized 1×1 convolution of a `[1, k, h, w]` int8 input, tract's op.
+    fn one_conv(k: usize, m: usize, [h, w]: [usize; 2], y0: i8, seed: u64) -> TypedModel {
+        let mut model = TypedModel::default();
+        let x = model.add_source("x", i8::fact([1, k, h, w])).unwrap();
+        let weights = Tensor::from_shape(&[m, k, 1, 1], &noise_i8(m * k, seed)).unwrap();
+        let bias: Vec<i32> = noise_i8(m, seed + 1)
+            .iter()
+            .map(|&b| b as i32 * 37)
+            .collect();
+        let consts = [
+            weights,
+            Tensor::from_shape(&[m], &bias).unwrap(),
+            tensor0(0i32),
+            tensor0(0.021f32),
+            tensor0(0i32),
+            tensor0(0.0043f32),
+            tensor0(y0 as i32),
+            tensor0(0.117f32),
+        ];
+        let mut inputs = tvec![x];
+        for (i, c) in consts.into_iter().enumerate() {
+            inputs.push(model.add_const(format!("c{i}"), c).unwrap());
+        }
+        let conv = Conv {
+            pool_spec: PoolSpec {
+                data_format: DataFormat::NCHW,
+                kernel_shape: tvec![1, 1],
+                padding: PaddingSpec::Valid,
+                dilations: None,
+                strides: None,
+                input_channels: k,
+                output_channels: m,
+            },
+            kernel_fmt: KernelFormat::OIHW,
+            group: 1,
+            q_params: Some(DatumType::I8),
+        };
+        let out = model.wire_node("conv", conv, &inputs).unwrap();
+        model.select_output_outlets(&out).unwrap();
+        model
+    }
+
+    fn run(model: TypedModel, x: &Tensor) -> Vec<u8> {
+        let plan = model.into_optimized().unwrap().into_runnable().unwrap();
+        let out = plan.run(tvec!(x.clone().into())).unwrap();
+        out[0].as_bytes().to_vec()
+    }
+
+    /// Bit-exact against tract's own lowering, on random inputs, for channel counts that are
+    /// and are not multiples of the kernel's tile, odd widths and heights, a band split (a
+    /// tall map), a non-zero output zero point, and 1 and 2 threads.
+    #[test]
+    fn matches_tracts_quantized_conv_bit_for_bit() {
+        let cases: [(usize, usize, [usize; 2], i8); 7] = [
+            (36, 64, [52, 52], 0),
+            (288, 32, [13, 13], 0),
+            (5, 3, [1, 1], 0),
+            (17, 9, [7, 11], 3),
+            (64, 128, [104, 104], 0),
+            (1, 1, [3, 2], -5),
+            (96, 40, [26, 27], 0),
+        ];
+        for (i, &(k, m, hw, y0)) in cases.iter().enumerate() {
+            let model = one_conv(k, m, hw, y0, 10 + i as u64);
+            let x = Tensor::from_shape(
+                &[1, k, hw[0], hw[1]],
+                &noise_i8(k * hw[0] * hw[1], i as u64),
+            )
+            .unwrap();
+            let theirs = run(model.clone(), &x);
+            let mut ours = model;
+            let report = super::super::install_early_with(&mut ours, true, true).unwrap();
+            assert_eq!(report.convs_ours, 1, "case {i}: not taken");
+            for threads in [1, 2] {
+                let executor = if threads == 1 {
+                    Executor::SingleThread
+                } else {
+                    Executor::multithread(threads)
+                };
+                let got = multithread_tract_scope(executor, || run(ours.clone(), &x));
+                let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
+                assert_eq!(got.len(), theirs.len());
+                assert_eq!(
+                    diff, 0,
+                    "case {i} ({k}→{m}, {hw:?}, {threads} threads): {diff} bytes differ"
+                );
+            }
+        }
+    }
+
+    /// What the op does not compute stays tract's: a 3×3 kernel, a stride, groups.
+    #[test]
+    fn leaves_other_convolutions_to_tract() {
+        for change in 0..3 {
+            let mut model = one_conv(8, 8, [6, 6], 0, 1);
+            let id = model.node_by_name("conv").unwrap().id;
+            let conv = model.node_mut(id).op_as_mut::<Conv>().unwrap();
+            match change {
+                0 => conv.pool_spec.strides = Some(tvec![2, 2]),
+                1 => conv.group = 2,
+                _ => conv.q_params = None,
+            }
+            let node = model.node(id);
+            assert!(
+                QConvI8::for_node(&model, node, None).is_none(),
+                "change {change}"
+            );
+        }
+    }
+}
