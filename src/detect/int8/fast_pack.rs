@@ -394,8 +394,19 @@ pub(super) mod tests {
                     continue;
                 };
                 let input = model.outlet_fact(node.inputs[0]).unwrap();
-                let ours = FastPackI8::for_op(op, input, &node.outputs[0].fact)
-                    .unwrap_or_else(|| panic!("{file}: {} not taken", node.name));
+                let Some(ours) = FastPackI8::for_op(op, input, &node.outputs[0].fact) else {
+                    // Only a packing lookout does not write may be left (on a CPU with AMX,
+                    // tract packs some activations as AMX A tiles).
+                    let fact = node.outputs[0].fact.exotic_fact.as_ref().and_then(|f| {
+                        f.downcast_ref::<tract_onnx::tract_core::ops::matmul::pack::DynPackedExoticFact>()
+                    });
+                    assert!(
+                        fact.is_some_and(|f| f.packers.iter().all(|p| layout_of(&**p).is_none())),
+                        "{file}: {} not taken",
+                        node.name
+                    );
+                    continue;
+                };
                 assert_eq!(
                     ours.output_facts(&[input]).unwrap(),
                     op.output_facts(&[input]).unwrap()
@@ -425,7 +436,8 @@ pub(super) mod tests {
                 }
                 seen += 1;
             }
-            assert!(seen >= 30, "{file}: only {seen} int8 packs");
+            // 33 where every pack is one lookout writes; 25 on a CPU with AMX.
+            assert!(seen >= 20, "{file}: only {seen} int8 packs");
         }
     }
 }

