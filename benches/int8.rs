@@ -7,14 +7,20 @@
 //! `int8_ops`: lookout's quantization and lookup-table ops against tract's, on tensors of the
 //! shipped graph's sizes (the pyramid's 128×52×52 float sum; a 32×104×104 activation).
 //!
+//! `int8_conv`: lookout's `QConvI8` against tract's own lowering of the same quantized 1×1
+//! convolution (both run on tract's int8 kernel, one thread), at the shipped model's im2col
+//! geometries (k = 9 × channels) and a 1×1 head conv. Same outputs bit for bit (tests).
+//!
 //! Run: `cargo bench --bench int8 -- --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lookout::detect::int8::fast_pack::layout_of;
+use lookout::detect::int8::install_early_with;
 use lookout::detect::int8::lut::FastLut;
 use lookout::detect::int8::pack::{pack, Source};
+use lookout::detect::int8::qconv::one_conv_model;
 use lookout::detect::int8::quant::FastQuantize;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{EvalContext, EvalOp, TypedOp};
@@ -111,5 +117,44 @@ fn bench_ops(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_pack, bench_ops);
+fn bench_conv(c: &mut Criterion) {
+    let mut g = c.benchmark_group("int8_conv");
+    // (k, m, side): the 3×3 convs' im2cols at each pyramid level, and a 1×1 head conv.
+    for (k, m, side) in [
+        (288usize, 32usize, 104usize),
+        (576, 64, 52),
+        (1152, 128, 26),
+        (2304, 256, 13),
+        (128, 128, 52),
+    ] {
+        let model = one_conv_model(k, m, [side, side], 0, 7).expect("model");
+        let tract_plan = model
+            .clone()
+            .into_optimized()
+            .and_then(|m| m.into_runnable())
+            .expect("tract plan");
+        let mut ours = model;
+        let report = install_early_with(&mut ours, true, true).expect("install");
+        assert_eq!(report.convs_ours, 1, "not taken");
+        let our_plan = ours
+            .into_optimized()
+            .and_then(|m| m.into_runnable())
+            .expect("our plan");
+        let data: Vec<i8> = (0..k * side * side).map(|i| (i * 7 % 251) as i8).collect();
+        let x = Tensor::from_shape(&[1, k, side, side], &data)
+            .expect("tensor")
+            .into_tvalue();
+        g.throughput(Throughput::Elements((k * m * side * side) as u64));
+        let id = format!("{k}to{m}/{side}x{side}");
+        g.bench_with_input(BenchmarkId::new("tract", &id), &x, |b, x| {
+            b.iter(|| black_box(tract_plan.run(tvec!(x.clone())).expect("run")))
+        });
+        g.bench_with_input(BenchmarkId::new("lookout", &id), &x, |b, x| {
+            b.iter(|| black_box(our_plan.run(tvec!(x.clone())).expect("run")))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_pack, bench_ops, bench_conv);
 criterion_main!(benches);

@@ -44,6 +44,10 @@ use super::taps::FastTaps;
 /// Pi 4 or 5 between being packed and being read by the kernel.
 const BAND_BYTES: usize = 128 * 1024;
 
+/// Alignment of the packed activations: a cache line, at least what any of tract's int8
+/// kernels loads with aligned vector loads (64 bytes for AVX-512 and AMX).
+const PANEL_ALIGN: usize = 64;
+
 /// The op that replaces one quantized 1×1 `Conv`.
 #[derive(Debug, Clone)]
 pub struct QConvI8 {
@@ -358,7 +362,7 @@ impl QConvI8 {
                 },
             };
             let panels = self.b_layout.panels(cols);
-            let mem = std::alloc::Layout::from_size_align(panels * pl, 16)?;
+            let mem = std::alloc::Layout::from_size_align(panels * pl, PANEL_ALIGN)?;
             // SAFETY: `mem` is a valid layout; the bytes are zeroed before anything reads them.
             let mut blob = unsafe { Blob::for_layout(mem) };
             blob.as_bytes_mut().fill(0);
@@ -462,52 +466,73 @@ impl TypedOp for QConvI8 {
     as_op!();
 }
 
+/// A model of one quantized 1×1 convolution (tract's `Conv`, as tract-onnx types a
+/// `QLinearConv`) of a `[1, k, h, w]` int8 input to `m` channels, with pseudo-random weights
+/// and biases from `seed` and output zero point `y0`: what the exactness tests and
+/// `benches/int8.rs` compare this op with.
+#[doc(hidden)]
+pub fn one_conv_model(
+    k: usize,
+    m: usize,
+    [h, w]: [usize; 2],
+    y0: i8,
+    seed: u64,
+) -> TractResult<TypedModel> {
+    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    let mut noise = |n: usize| -> Vec<i8> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as i8
+            })
+            .collect()
+    };
+    let mut model = TypedModel::default();
+    let x = model.add_source("x", i8::fact([1, k, h, w]))?;
+    let weights = Tensor::from_shape(&[m, k, 1, 1], &noise(m * k))?;
+    let bias: Vec<i32> = noise(m).iter().map(|&b| b as i32 * 37).collect();
+    let consts = [
+        weights,
+        Tensor::from_shape(&[m], &bias)?,
+        tensor0(0i32),
+        tensor0(0.021f32),
+        tensor0(0i32),
+        tensor0(0.0043f32),
+        tensor0(y0 as i32),
+        tensor0(0.117f32),
+    ];
+    let mut inputs = tvec![x];
+    for (i, c) in consts.into_iter().enumerate() {
+        inputs.push(model.add_const(format!("c{i}"), c)?);
+    }
+    let conv = Conv {
+        pool_spec: tract_onnx::tract_core::ops::cnn::PoolSpec {
+            data_format: DataFormat::NCHW,
+            kernel_shape: tvec![1, 1],
+            padding: tract_onnx::tract_core::ops::cnn::PaddingSpec::Valid,
+            dilations: None,
+            strides: None,
+            input_channels: k,
+            output_channels: m,
+        },
+        kernel_fmt: KernelFormat::OIHW,
+        group: 1,
+        q_params: Some(DatumType::I8),
+    };
+    let out = model.wire_node("conv", conv, &inputs)?;
+    model.select_output_outlets(&out)?;
+    Ok(model)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::detect::int8::fast_pack::tests::noise_i8;
-    use tract_onnx::tract_core::ops::cnn::{PaddingSpec, PoolSpec};
 
-    /// A model of one quantized 1×1 convolution of a `[1, k, h, w]` int8 input, tract's op.
-    fn one_conv(k: usize, m: usize, [h, w]: [usize; 2], y0: i8, seed: u64) -> TypedModel {
-        let mut model = TypedModel::default();
-        let x = model.add_source("x", i8::fact([1, k, h, w])).unwrap();
-        let weights = Tensor::from_shape(&[m, k, 1, 1], &noise_i8(m * k, seed)).unwrap();
-        let bias: Vec<i32> = noise_i8(m, seed + 1)
-            .iter()
-            .map(|&b| b as i32 * 37)
-            .collect();
-        let consts = [
-            weights,
-            Tensor::from_shape(&[m], &bias).unwrap(),
-            tensor0(0i32),
-            tensor0(0.021f32),
-            tensor0(0i32),
-            tensor0(0.0043f32),
-            tensor0(y0 as i32),
-            tensor0(0.117f32),
-        ];
-        let mut inputs = tvec![x];
-        for (i, c) in consts.into_iter().enumerate() {
-            inputs.push(model.add_const(format!("c{i}"), c).unwrap());
-        }
-        let conv = Conv {
-            pool_spec: PoolSpec {
-                data_format: DataFormat::NCHW,
-                kernel_shape: tvec![1, 1],
-                padding: PaddingSpec::Valid,
-                dilations: None,
-                strides: None,
-                input_channels: k,
-                output_channels: m,
-            },
-            kernel_fmt: KernelFormat::OIHW,
-            group: 1,
-            q_params: Some(DatumType::I8),
-        };
-        let out = model.wire_node("conv", conv, &inputs).unwrap();
-        model.select_output_outlets(&out).unwrap();
-        model
+    fn one_conv(k: usize, m: usize, hw: [usize; 2], y0: i8, seed: u64) -> TypedModel {
+        one_conv_model(k, m, hw, y0, seed).unwrap()
     }
 
     fn run(model: TypedModel, x: &Tensor) -> Vec<u8> {
