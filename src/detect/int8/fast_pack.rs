@@ -15,6 +15,14 @@ use super::pack::{self, Layout, Source};
 /// Below this many packed bytes per call the work stays on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 
+/// Zeroed bytes after every packed matrix lookout writes. tract's AMX int8 kernel loads its B
+/// operand in whole 64-deep tiles (16 rows of 64 bytes) and relies on the A operand's zero
+/// padding past k: it reads up to 60 × 16 bytes past the last panel's data. tract's own
+/// packing allocates no slack either, so a packed matrix ending at the end of a mapping (a
+/// large, page-aligned allocation) made the kernel fault (SIGSEGV, seen in the test suite on
+/// a Sapphire Rapids CPU). The slack makes those reads land on zeros inside the allocation.
+pub(super) const PANEL_SLACK: usize = 1024;
+
 /// The op that replaces one `OptMatMulPack` (one packer, int8, mn contiguous).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastPackI8 {
@@ -154,9 +162,10 @@ where
     let panels = layout.panels(mn);
     let align = match layout {
         Layout::Plain { align, .. } => align.max(16),
-        Layout::K4 { .. } => 16,
+        Layout::K4 { .. } => 64,
     };
-    let mem = std::alloc::Layout::from_size_align(panels * pl, align)?;
+    let len = panels * pl;
+    let mem = std::alloc::Layout::from_size_align(len + PANEL_SLACK, align)?;
     let mut blobs: Vec<Blob> = (0..n_items)
         .map(|_| {
             // SAFETY: `mem` is a valid layout (checked above); the bytes are zeroed
@@ -171,13 +180,19 @@ where
     if unit_items == 0 {
         let per_unit = (16 * 1024 / pl.max(1)).max(1);
         for (item, blob) in blobs.iter_mut().enumerate() {
-            for (j, chunk) in blob.as_bytes_mut().chunks_mut(per_unit * pl).enumerate() {
+            for (j, chunk) in blob.as_bytes_mut()[..len]
+                .chunks_mut(per_unit * pl)
+                .enumerate()
+            {
                 units.push((item, j * per_unit, vec![chunk]));
             }
         }
     } else {
         for (u, run) in blobs.chunks_mut(unit_items).enumerate() {
-            let outs = run.iter_mut().map(|b| b.as_bytes_mut()).collect();
+            let outs = run
+                .iter_mut()
+                .map(|b| &mut b.as_bytes_mut()[..len])
+                .collect();
             units.push((u * unit_items, 0, outs));
         }
     }
@@ -312,7 +327,14 @@ pub(super) mod tests {
 
     fn defined(bytes: &[u8], layout: Layout, k: usize, mn: usize) -> Vec<u8> {
         let pl = layout.panel_len(k);
-        assert_eq!(bytes.len(), pl * layout.panels(mn), "packed length");
+        // tract's packing is exact; lookout's has PANEL_SLACK zeroed bytes after it.
+        let len = pl * layout.panels(mn);
+        assert!(
+            bytes.len() == len || bytes.len() == len + PANEL_SLACK,
+            "packed length"
+        );
+        assert!(bytes[len..].iter().all(|&b| b == 0), "slack not zeroed");
+        let bytes = &bytes[..len];
         match layout {
             Layout::K4 { .. } => bytes.to_vec(),
             Layout::Plain { r, .. } => bytes

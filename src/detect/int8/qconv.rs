@@ -36,7 +36,7 @@ use tract_onnx::tract_core::tract_linalg::mmm::{
 };
 use tract_onnx::tract_core::tract_linalg::{BinOp, MmmDispatch, Scaler, WeightType};
 
-use super::fast_pack::layout_of;
+use super::fast_pack::{layout_of, PANEL_SLACK};
 use super::pack::{self, Layout, Source};
 use super::taps::FastTaps;
 
@@ -362,12 +362,17 @@ impl QConvI8 {
                 },
             };
             let panels = self.b_layout.panels(cols);
-            let mem = std::alloc::Layout::from_size_align(panels * pl, PANEL_ALIGN)?;
+            let mem = std::alloc::Layout::from_size_align(panels * pl + PANEL_SLACK, PANEL_ALIGN)?;
             // SAFETY: `mem` is a valid layout; the bytes are zeroed before anything reads them.
             let mut blob = unsafe { Blob::for_layout(mem) };
             blob.as_bytes_mut().fill(0);
             ensure!(
-                pack::pack(self.b_layout, &source, 0, blob.as_bytes_mut()),
+                pack::pack(
+                    self.b_layout,
+                    &source,
+                    0,
+                    &mut blob.as_bytes_mut()[..panels * pl]
+                ),
                 "QConvI8: cannot pack rows {y0}..{y1}"
             );
             let packed = EagerPackedInput {
