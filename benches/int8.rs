@@ -11,17 +11,23 @@
 //! convolution (both run on tract's int8 kernel, one thread), at the shipped model's im2col
 //! geometries (k = 9 × channels) and a 1×1 head conv. Same outputs bit for bit (tests).
 //!
+//! `int8_model`: the built-in FP32 and INT8 models, whole (preprocessing, inference, decoding)
+//! on `tests/data/chelsea.jpg`, at 1 and 2 threads, one after the other in one run (compare
+//! ratios; `lookout bench --inference-only` gives the same on a Pi).
+//!
 //! Run: `cargo bench --bench int8 -- --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lookout::detect::embedded::Precision;
 use lookout::detect::int8::fast_pack::layout_of;
 use lookout::detect::int8::install_early_with;
 use lookout::detect::int8::lut::FastLut;
 use lookout::detect::int8::pack::{pack, Source};
 use lookout::detect::int8::qconv::one_conv_model;
 use lookout::detect::int8::quant::FastQuantize;
+use lookout::detect::{read_rgb_image, Detector, DetectorConfig, ModelSource};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{EvalContext, EvalOp, TypedOp};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
@@ -156,5 +162,26 @@ fn bench_conv(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_pack, bench_ops, bench_conv);
+fn bench_model(c: &mut Criterion) {
+    let photo = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/chelsea.jpg");
+    let (rgb, w, h) = read_rgb_image(std::path::Path::new(photo)).expect("photo");
+    let mut g = c.benchmark_group("int8_model");
+    g.sample_size(10);
+    for threads in [1usize, 2] {
+        for (name, precision) in [("fp32", Precision::Fp32), ("int8", Precision::Int8)] {
+            let cfg = DetectorConfig {
+                model: ModelSource::embedded(precision),
+                threads,
+                ..DetectorConfig::default()
+            };
+            let detector = Detector::load(&cfg).expect("load");
+            g.bench_function(format!("{name}/{threads}t"), |b| {
+                b.iter(|| black_box(detector.detect_rgb(&rgb, w, h).expect("detect")))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_pack, bench_ops, bench_conv, bench_model);
 criterion_main!(benches);
