@@ -483,6 +483,20 @@ pub fn one_conv_model(
     y0: i8,
     seed: u64,
 ) -> TractResult<TypedModel> {
+    conv_model(k, m, [h, w], y0, seed, 0, tensor0(0.0043f32))
+}
+
+/// [`one_conv_model`] with the input zero point `x0` and the weight scale `ks` (a scalar, or
+/// one per output channel).
+fn conv_model(
+    k: usize,
+    m: usize,
+    [h, w]: [usize; 2],
+    y0: i8,
+    seed: u64,
+    x0: i32,
+    ks: Tensor,
+) -> TractResult<TypedModel> {
     let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
     let mut noise = |n: usize| -> Vec<i8> {
         (0..n)
@@ -501,10 +515,10 @@ pub fn one_conv_model(
     let consts = [
         weights,
         Tensor::from_shape(&[m], &bias)?,
-        tensor0(0i32),
+        tensor0(x0),
         tensor0(0.021f32),
         tensor0(0i32),
-        tensor0(0.0043f32),
+        ks,
         tensor0(y0 as i32),
         tensor0(0.117f32),
     ];
@@ -605,6 +619,13 @@ mod tests {
                 QConvI8::for_node(&model, node, None).is_none(),
                 "change {change}"
             );
+        }
+        // A non-zero input zero point, per-channel weight scales.
+        let per_channel = Tensor::from_shape(&[8], &[0.004f32; 8]).unwrap();
+        for (x0, ks) in [(3, tensor0(0.0043f32)), (0, per_channel)] {
+            let mut model = conv_model(8, 8, [6, 6], 0, 1, x0, ks).unwrap();
+            let report = super::super::install_early_with(&mut model, true, true).unwrap();
+            assert_eq!((report.convs_ours, report.convs_int8), (0, 1), "x0 {x0}");
         }
     }
 }
