@@ -33,7 +33,7 @@ impl FastLut {
         )
     }
 
-    pub(super) fn table(&self) -> Option<&[u8; 256]> {
+    fn table(&self) -> Option<&[u8; 256]> {
         self.table.as_slice().try_into().ok()
     }
 }

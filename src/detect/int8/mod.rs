@@ -73,8 +73,6 @@ pub struct Report {
     pub taps_packed: usize,
     /// In-graph im2cols written band by band by the [`qconv::QConvI8`] that reads them.
     pub taps_convs: usize,
-    /// Lookup tables (of [`Report::luts_ours`]) applied by the [`qconv::QConvI8`] they follow.
-    pub luts_in_convs: usize,
     /// Float-to-int8 quantizations now done by lookout.
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
@@ -83,8 +81,7 @@ pub struct Report {
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 33 of
-    /// 34 convs (tract kernel …), 27 im2col concats (27 written by the convs), 28 lookup
-    /// tables (27 applied by the convs), 1 eager im2col, …"
+    /// 34 convs (tract kernel …), 27 im2col concats (27 written by the convs), 27 im2col concats (27 packed in bands), 1 eager im2col, 28 lookup tables, …"
     /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
     /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
@@ -124,20 +121,9 @@ impl Report {
                 }
             ));
         }
-        if self.luts_ours > 0 {
-            let n = self.luts_ours;
-            parts.push(format!(
-                "{n} lookup table{}{}",
-                if n == 1 { "" } else { "s" },
-                if self.luts_in_convs > 0 {
-                    format!(" ({} applied by the convs)", self.luts_in_convs)
-                } else {
-                    String::new()
-                }
-            ));
-        }
         for (n, what) in [
             (self.im2cols_ours, "eager im2col"),
+            (self.luts_ours, "lookup table"),
             (self.quantizes_ours, "quantization"),
             (self.downsamples_ours, "strided slice"),
             (self.maxpools_ours, "max-pool"),
@@ -354,35 +340,8 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
     }
     if ours && fuse {
         report.taps_packed = fuse_taps_into_packs(model)?;
-        report.luts_in_convs = fuse_luts_into_convs(model)?;
     }
     Ok(report)
-}
-
-/// Replaces every `FastLut` that is the only reader of a [`qconv::QConvI8`] by the conv with
-/// the table applied to each band of its output while it is in the cache; returns how many.
-fn fuse_luts_into_convs(model: &mut TypedModel) -> TractResult<usize> {
-    // One at a time: in a chain conv → table → conv → table, the second conv reads the first
-    // table, which the first fusion replaces.
-    let mut n = 0;
-    loop {
-        let outputs = model.output_outlets()?.to_vec();
-        let found = model.nodes().iter().find_map(|node| {
-            let table = node.op_as::<lut::FastLut>()?.table()?;
-            let input = *node.inputs.first()?;
-            let producer = model.node(input.node);
-            let conv = producer.op_as::<qconv::QConvI8>()?;
-            if model.outlet_successors(input).len() != 1 || outputs.contains(&input) {
-                return None;
-            }
-            let op = conv.with_lut(table, node.outputs[0].fact.datum_type)?;
-            Some((node.id, *producer.inputs.first()?, op))
-        });
-        let Some(found) = found else {
-            return Ok(n);
-        };
-        n += replace_reading(model, vec![found])?;
-    }
 }
 
 /// Replaces every `FastPackI8` that is the only reader of a `FastTaps` by one
@@ -650,16 +609,6 @@ mod tests {
                 count::<qconv::QConvI8>(&ours),
                 33,
                 "{file}: convs in the plan"
-            );
-            assert!(
-                report.luts_in_convs > 20,
-                "{file}: {} tables fused",
-                report.luts_in_convs
-            );
-            assert_eq!(
-                count::<lut::FastLut>(&ours),
-                report.luts_ours - report.luts_in_convs,
-                "{file}: tables left in the plan"
             );
             assert_eq!(
                 count::<taps::FastTaps>(&ours),

@@ -76,9 +76,6 @@ pub struct QConvI8 {
     /// When the convolution reads an in-graph im2col: the taps, written band by band (the
     /// op's input is then the taps' input).
     taps: Option<FastTaps>,
-    /// The 8-bit lookup table that follows the convolution (its activation), applied to each
-    /// band of the output after the kernel wrote it.
-    lut: Option<Arc<[u8; 256]>>,
 }
 
 impl PartialEq for QConvI8 {
@@ -92,7 +89,6 @@ impl PartialEq for QConvI8 {
             && self.y0 == other.y0
             && self.out_dt == other.out_dt
             && self.taps == other.taps
-            && self.lut == other.lut
             && self.weights.dyn_eq(&**other.weights)
     }
 }
@@ -106,7 +102,6 @@ impl std::hash::Hash for QConvI8 {
         self.bias.hash(state);
         self.scaler.hash(state);
         self.taps.hash(state);
-        self.lut.hash(state);
     }
 }
 
@@ -267,7 +262,6 @@ impl QConvI8 {
             hi: Arc::new(tensor0(i8::MAX as i32)),
             out_dt: out_fact.datum_type,
             taps,
-            lut: None,
         };
         op.fusable().then_some(op)
     }
@@ -289,16 +283,6 @@ impl QConvI8 {
         specs.push(FusedSpec::BinScalar(&self.hi, BinOp::Min));
         specs.push(FusedSpec::BinScalar(&self.lo, BinOp::Max));
         f(&specs)
-    }
-
-    /// This convolution followed by the lookup table `table` (whose output type is `out_dt`),
-    /// as one op; `None` when it already applies one.
-    pub fn with_lut(&self, table: &[u8; 256], out_dt: DatumType) -> Option<Self> {
-        (self.lut.is_none() && out_dt.size_of() == 1).then(|| QConvI8 {
-            lut: Some(Arc::new(*table)),
-            out_dt,
-            ..self.clone()
-        })
     }
 
     /// The kernel's name (for the load line).
@@ -425,20 +409,8 @@ impl QConvI8 {
                         self.mmm
                             .run_with_scratch_space(self.m, cols, &mut *scratch, &specs)
                     })
-                })?;
+                })
             }
-            if let Some(table) = &self.lut {
-                // SAFETY: `out` holds 1-byte values (i8 or a quantized i8), read as bytes.
-                let base = unsafe { view.as_ptr_unchecked::<u8>() } as *mut u8;
-                for row in 0..self.m {
-                    // SAFETY: row `row` of the band, `cols` bytes from `row · n` past the
-                    // view's first byte: inside `out`, written by this band's kernel call just
-                    // above, and by no other band (bands write disjoint bytes).
-                    let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(row * n), cols) };
-                    super::lut::lookup_in_place(bytes, table);
-                }
-            }
-            Ok(())
         };
         match current_tract_executor() {
             Executor::MultiThread(pool) if pool.current_num_threads() > 1 && bands.len() > 1 => {
@@ -457,7 +429,7 @@ impl Op for QConvI8 {
 
     fn info(&self) -> TractResult<Vec<String>> {
         Ok(vec![format!(
-            "{}×{} int8 1×1 conv with {} ({:?}, packing {}), scale {}{}{}",
+            "{}×{} int8 1×1 conv with {} ({:?}, packing {}), scale {}{}",
             self.m,
             self.k,
             self.mmm.name(),
@@ -466,11 +438,6 @@ impl Op for QConvI8 {
             self.scaler.scale,
             if self.taps.is_some() {
                 ", im2col written in bands"
-            } else {
-                ""
-            },
-            if self.lut.is_some() {
-                ", lookup table applied"
             } else {
                 ""
             }
