@@ -12,7 +12,7 @@
 //! `+ bias (per row) → QScale(scale) → + y0 → min 127 → max −128 → store i8`, the scale
 //! being `Scaler::new(xs·ks / ys, RoundingPolicy::Even)` as tract builds it. The weights are
 //! packed once, when the op is built. At run time the output is cut into bands of whole
-//! output rows (about [`BAND_BYTES`] of packed activations); each band's activations are
+//! output rows (about 128 KB of packed activations); each band's activations are
 //! packed by lookout's packer ([`super::pack`]) into a buffer that stays in the cache and the
 //! kernel writes the band's output in place. Bands run on the model's threads. When the
 //! convolution reads a [`FastTaps`] (an in-graph im2col) and nothing else does, the taps are
