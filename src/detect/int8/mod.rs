@@ -439,12 +439,15 @@ mod tests {
         Tensor::from_shape(&[1, 3, size, size], &data).expect("tensor")
     }
 
+    /// The shipped INT8 files and their input sizes.
+    const SHIPPED_INT8: [(&str, u32); 2] = [
+        ("models/nanodet-g-416-int8.onnx", 416),
+        ("models/nanodet-g-320-int8.onnx", 320),
+    ];
+
     #[test]
     fn shipped_int8_models_give_bit_identical_outputs_with_our_packing() {
-        for (file, size) in [
-            ("models/nanodet-g-416-int8.onnx", 416),
-            ("models/nanodet-g-320-int8.onnx", 320),
-        ] {
+        for (file, size) in SHIPPED_INT8 {
             let x = input(size as usize);
             let theirs = optimized(file, size);
             // lookout's load: the im2cols before tract optimizes, the rest after.
@@ -575,10 +578,7 @@ mod tests {
     /// tract's own lowering of the whole model.
     #[test]
     fn shipped_int8_models_give_bit_identical_outputs_with_our_convolutions() {
-        for (file, size) in [
-            ("models/nanodet-g-416-int8.onnx", 416),
-            ("models/nanodet-g-320-int8.onnx", 320),
-        ] {
+        for (file, size) in SHIPPED_INT8 {
             let x = input(size as usize);
             let theirs = optimized(file, size);
             let mut ours = typed(file, size);
