@@ -241,9 +241,8 @@ impl QConvI8 {
         let (a_format, b_format) = mmm.packings().get(packing)?;
         let b_layout = layout_of(&**b_format)?;
         // The weights as an [m, k] i8 matrix (OIHW with 1×1 kernels), packed once.
-        let w_bytes = w.as_bytes().to_vec();
-        // SAFETY: i8 and u8 have the same size and alignment; every byte is a valid i8.
-        let w_i8: Vec<i8> = w_bytes.into_iter().map(|b| b as i8).collect();
+        // (The weights may be typed as a quantized i8: their bytes are read as plain i8.)
+        let w_i8: Vec<i8> = w.as_bytes().iter().map(|&b| b as i8).collect();
         let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
         let weights = a_format.prepare_one(&w2, 1, 0).ok()?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
