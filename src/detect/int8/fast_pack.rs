@@ -295,17 +295,7 @@ pub(super) mod tests {
     use super::*;
     use tract_onnx::tract_core::tract_linalg::mmm::MMMInputValue;
 
-    pub(in crate::detect::int8) fn noise_i8(n: usize, seed: u64) -> Vec<i8> {
-        let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as i8
-            })
-            .collect()
-    }
+    pub(in crate::detect::int8) use super::super::qconv::noise_i8;
 
     /// The bytes of every packed value of a `PackedMatrixStorage` tensor, with the region each
     /// layout defines (Plain: the data records of each panel; K4: everything).

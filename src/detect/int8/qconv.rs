@@ -470,6 +470,20 @@ impl TypedOp for QConvI8 {
     as_op!();
 }
 
+/// `n` pseudo-random int8 values from `seed` (xorshift): test and benchmark inputs.
+#[doc(hidden)]
+pub fn noise_i8(n: usize, seed: u64) -> Vec<i8> {
+    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as i8
+        })
+        .collect()
+}
+
 /// A model of one quantized 1×1 convolution (tract's `Conv`, as tract-onnx types a
 /// `QLinearConv`) of a `[1, k, h, w]` int8 input to `m` channels, with pseudo-random weights
 /// and biases from `seed` and output zero point `y0`: what the exactness tests and
@@ -496,17 +510,8 @@ fn conv_model(
     x0: i32,
     ks: Tensor,
 ) -> TractResult<TypedModel> {
-    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-    let mut noise = |n: usize| -> Vec<i8> {
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as i8
-            })
-            .collect()
-    };
+    let mut seeds = seed..;
+    let mut noise = |n: usize| noise_i8(n, seeds.next().unwrap_or(seed));
     let mut model = TypedModel::default();
     let x = model.add_source("x", i8::fact([1, k, h, w]))?;
     let weights = Tensor::from_shape(&[m, k, 1, 1], &noise(m * k))?;
@@ -547,7 +552,6 @@ fn conv_model(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::int8::fast_pack::tests::noise_i8;
 
     fn one_conv(k: usize, m: usize, hw: [usize; 2], y0: i8, seed: u64) -> TypedModel {
         one_conv_model(k, m, hw, y0, seed).unwrap()
