@@ -32,7 +32,7 @@ use tract_onnx::tract_core::ops::nn::DataFormat;
 use tract_onnx::tract_core::tract_linalg::mmm::RoundingPolicy;
 use tract_onnx::tract_core::tract_linalg::mmm::{
     pick_by_shape, retain_best, AsInputValue, EagerPackedInput, FusedSpec, MMMInputFormat,
-    MMMInputValue, MatMatMul, PackedExoticFact, Query,
+    MMMInputValue, MatMatMul, PackedExoticFact, Query, ScratchSpace,
 };
 use tract_onnx::tract_core::tract_linalg::{BinOp, MmmDispatch, Scaler, WeightType};
 
@@ -47,6 +47,20 @@ const BAND_BYTES: usize = 128 * 1024;
 /// Alignment of the packed activations: a cache line, at least what any of tract's int8
 /// kernels loads with aligned vector loads (64 bytes for AVX-512 and AMX).
 const PANEL_ALIGN: usize = 64;
+
+/// A thread's working memory for bands, kept between bands and frames (one allocation per
+/// thread instead of three per band): the band's im2col rows, its packed activations (with
+/// [`PANEL_SLACK`]), and the kernel's scratch space with the name of the kernel that made it.
+#[derive(Default)]
+struct BandMemory {
+    taps: Vec<u8>,
+    blob: Option<Arc<Blob>>,
+    scratch: Option<(String, Box<dyn ScratchSpace>)>,
+}
+
+thread_local! {
+    static BAND_MEMORY: std::cell::RefCell<BandMemory> = std::cell::RefCell::new(BandMemory::default());
+}
 
 /// The op that replaces one quantized 1×1 `Conv`.
 #[derive(Debug, Clone)]
@@ -302,6 +316,119 @@ impl QConvI8 {
         }
     }
 
+    /// One band: output rows `y0..y0 + rows` of batch item `b` (`[b, y0, rows]`), of an input
+    /// whose matmul shape is `k × h·w` (`[k, h, w]`), written into `out`.
+    fn band(
+        &self,
+        mem: &mut BandMemory,
+        src: &[u8],
+        out: &Tensor,
+        [b, y0, rows]: [usize; 3],
+        [k, h, w]: [usize; 3],
+    ) -> TractResult<()> {
+        let n = h * w;
+        let y1 = (y0 + rows).min(h);
+        let cols = (y1 - y0) * w;
+        // The band's k × cols matrix: the taps written here, or the input's columns.
+        let source = match &self.taps {
+            Some(taps) => {
+                mem.taps.clear();
+                mem.taps.resize(k * cols, taps.fill());
+                ensure!(
+                    taps.write_rows(src, b, [y0, y1], &mut mem.taps),
+                    "QConvI8: taps of rows {y0}..{y1} do not fit the input"
+                );
+                Source {
+                    data: &mem.taps,
+                    k,
+                    mn: cols,
+                    row_stride: cols,
+                }
+            }
+            None => Source {
+                data: src
+                    .get(b * k * n + y0 * w..)
+                    .context("QConvI8: input too short")?,
+                k,
+                mn: cols,
+                row_stride: n,
+            },
+        };
+        let pl = self.b_layout.panel_len(k);
+        let panels = self.b_layout.panels(cols);
+        let len = panels * pl;
+        // The packed activations: the thread's blob when no kernel run still holds it.
+        let mut blob = mem
+            .blob
+            .take()
+            .filter(|b| Arc::strong_count(b) == 1)
+            .unwrap_or_default();
+        let bytes = Arc::get_mut(&mut blob).context("QConvI8: packed band still in use")?;
+        ensure!(
+            std::alloc::Layout::from_size_align(len + PANEL_SLACK, PANEL_ALIGN).is_ok(),
+            "QConvI8: {len} packed bytes"
+        );
+        // SAFETY: size and alignment form a valid layout (checked just above); the blob
+        // reallocates only when it is smaller or less aligned, and the bytes read below are
+        // zeroed or packed first.
+        unsafe { bytes.ensure_size_and_align(len + PANEL_SLACK, PANEL_ALIGN) };
+        let bytes = &mut bytes.as_bytes_mut()[..len + PANEL_SLACK];
+        bytes.fill(0);
+        ensure!(
+            pack::pack(self.b_layout, &source, 0, &mut bytes[..len]),
+            "QConvI8: cannot pack rows {y0}..{y1}"
+        );
+        let packed = EagerPackedInput {
+            fact: PackedExoticFact {
+                format: self.b_format.clone(),
+                mn: cols.to_dim(),
+                k,
+            },
+            packed: blob.clone(),
+            panel_bytes: pl,
+            mn: cols,
+        };
+        let view = TensorView::offsetting(out, &[b, 0, y0, 0])?;
+        // The kernel's scratch space, kept per thread for the kernel it was made by.
+        let kept = mem
+            .scratch
+            .take()
+            .filter(|(name, _)| name == self.mmm.name());
+        // SAFETY: the store writes rows 0..m, columns 0..cols of the band, from the view's
+        // first byte with a row stride of n bytes: inside `out` (band rows y0..y1 of batch
+        // item b, every channel). Bands write disjoint bytes, and `out` is not read or moved
+        // while they run. The scratch space is this kernel's own (made by it, kept by name).
+        let (ran, scratch) = unsafe {
+            let mut scratch = match kept {
+                Some((_, s)) => s,
+                None => self.mmm.allocate_scratch_space(),
+            };
+            let store = self
+                .mmm
+                .c_from_data_and_strides(1, n as isize, 1)
+                .wrap(&view);
+            self.specs_then(|tail| {
+                let mut specs = Vec::with_capacity(tail.len() + 2);
+                specs.push(FusedSpec::AddMatMul {
+                    a: AsInputValue::Borrowed(&**self.weights),
+                    b: AsInputValue::Borrowed(&packed),
+                    packing: self.packing,
+                });
+                specs.extend_from_slice(tail);
+                specs.push(FusedSpec::Store(store));
+                let ran = multithread_tract_scope(Executor::SingleThread, || {
+                    self.mmm
+                        .run_with_scratch_space(self.m, cols, &mut *scratch, &specs)
+                });
+                (ran, scratch)
+            })
+        };
+        drop(packed);
+        mem.blob = Some(blob);
+        mem.scratch = Some((self.mmm.name().to_string(), scratch));
+        ran
+    }
+
     fn run(&self, input: &Tensor) -> TractResult<Tensor> {
         let shape = self.matmul_input_shape(input.shape());
         let &[batch, k, h, w] = &*shape else {
@@ -320,7 +447,6 @@ impl QConvI8 {
                 input.shape()
             );
         }
-        let n = h * w;
         let out = Tensor::zero_dt(self.out_dt, &[batch, self.m, h, w])?;
         let src = input.as_bytes();
         let pl = self.b_layout.panel_len(k);
@@ -332,84 +458,18 @@ impl QConvI8 {
             .collect();
         let out_ref = &out;
         let band = |&(b, y0): &(usize, usize)| -> TractResult<()> {
-            let y1 = (y0 + rows).min(h);
-            let cols = (y1 - y0) * w;
-            // The band's k × cols matrix: the taps written here, or the input's columns.
-            let written;
-            let source = match &self.taps {
-                Some(taps) => {
-                    let mut buf = vec![taps.fill(); k * cols];
-                    ensure!(
-                        taps.write_rows(src, b, [y0, y1], &mut buf),
-                        "QConvI8: taps of rows {y0}..{y1} do not fit the input"
-                    );
-                    written = buf;
-                    Source {
-                        data: &written,
-                        k,
-                        mn: cols,
-                        row_stride: cols,
-                    }
-                }
-                None => Source {
-                    data: src
-                        .get(b * k * n + y0 * w..)
-                        .context("QConvI8: input too short")?,
-                    k,
-                    mn: cols,
-                    row_stride: n,
-                },
-            };
-            let panels = self.b_layout.panels(cols);
-            let mem = std::alloc::Layout::from_size_align(panels * pl + PANEL_SLACK, PANEL_ALIGN)?;
-            // SAFETY: `mem` is a valid layout; the bytes are zeroed before anything reads them.
-            let mut blob = unsafe { Blob::for_layout(mem) };
-            blob.as_bytes_mut().fill(0);
-            ensure!(
-                pack::pack(
-                    self.b_layout,
-                    &source,
-                    0,
-                    &mut blob.as_bytes_mut()[..panels * pl]
+            // The thread's band memory, kept between bands and frames; a fresh one only if the
+            // thread's is in use (it never is: a band calls nothing that runs another band).
+            BAND_MEMORY.with(|cell| match cell.try_borrow_mut() {
+                Ok(mut mem) => self.band(&mut mem, src, out_ref, [b, y0, rows], [k, h, w]),
+                Err(_) => self.band(
+                    &mut BandMemory::default(),
+                    src,
+                    out_ref,
+                    [b, y0, rows],
+                    [k, h, w],
                 ),
-                "QConvI8: cannot pack rows {y0}..{y1}"
-            );
-            let packed = EagerPackedInput {
-                fact: PackedExoticFact {
-                    format: self.b_format.clone(),
-                    mn: cols.to_dim(),
-                    k,
-                },
-                packed: Arc::new(blob),
-                panel_bytes: pl,
-                mn: cols,
-            };
-            let view = TensorView::offsetting(out_ref, &[b, 0, y0, 0])?;
-            // SAFETY: the store writes rows 0..m, columns 0..cols of the band, from the
-            // view's first byte with a row stride of n bytes: inside `out` (band rows y0..y1
-            // of batch item b, every channel). Bands write disjoint bytes, and `out` is not
-            // read or moved while they run.
-            unsafe {
-                let store = self
-                    .mmm
-                    .c_from_data_and_strides(1, n as isize, 1)
-                    .wrap(&view);
-                let mut scratch = self.mmm.allocate_scratch_space();
-                self.specs_then(|tail| {
-                    let mut specs = Vec::with_capacity(tail.len() + 2);
-                    specs.push(FusedSpec::AddMatMul {
-                        a: AsInputValue::Borrowed(&**self.weights),
-                        b: AsInputValue::Borrowed(&packed),
-                        packing: self.packing,
-                    });
-                    specs.extend_from_slice(tail);
-                    specs.push(FusedSpec::Store(store));
-                    multithread_tract_scope(Executor::SingleThread, || {
-                        self.mmm
-                            .run_with_scratch_space(self.m, cols, &mut *scratch, &specs)
-                    })
-                })
-            }
+            })
         };
         match current_tract_executor() {
             Executor::MultiThread(pool) if pool.current_num_threads() > 1 && bands.len() > 1 => {
