@@ -370,10 +370,12 @@ impl QConvI8 {
         );
         // SAFETY: size and alignment form a valid layout (checked just above); the blob
         // reallocates only when it is smaller or less aligned, and the bytes read below are
-        // zeroed or packed first.
+        // packed or zeroed first.
         unsafe { bytes.ensure_size_and_align(len + PANEL_SLACK, PANEL_ALIGN) };
         let bytes = &mut bytes.as_bytes_mut()[..len + PANEL_SLACK];
-        bytes.fill(0);
+        // The packer writes every byte of whole panels (padding included); only the slack is
+        // left, zeroed here.
+        bytes[len..].fill(0);
         ensure!(
             pack::pack(self.b_layout, &source, 0, &mut bytes[..len]),
             "QConvI8: cannot pack rows {y0}..{y1}"
