@@ -14,8 +14,8 @@
 //!   `P = ⌈(k + pad)·r / align⌉·align`; everything past the data is zero here (tract leaves
 //!   the padding records uninitialised; its kernels never read them into results).
 //!
-//! Each layout has a bounds-checked portable packer and, for 8-lane panels, a SIMD one (SSE2 on
-//! x86_64, NEON on aarch64) that the tests compare byte for byte with the portable twin and
+//! Each layout has a bounds-checked portable packer and, for 8- and 16-lane K4 panels, a SIMD one
+//! (SSE2 on x86_64, NEON on aarch64) that the tests compare byte for byte with the portable twin and
 //! with tract's own packer.
 
 /// Which panel layout to write.
@@ -117,8 +117,8 @@ pub fn pack_portable(layout: Layout, src: &Source, first: usize, out: &mut [u8])
     true
 }
 
-/// Packs like [`pack_portable`], with SIMD for 8-lane K4 panels and fixed-size copies for 8-
-/// and 4-lane plain panels (x86 AVX2 and the Pi 4's aarch64 kernel; armv7); the result is
+/// Packs like [`pack_portable`], with SIMD for 8- and 16-lane K4 panels (16: the AMX and
+/// AVX-512 16×16 kernels) and fixed-size copies for 8- and 4-lane plain panels (x86 AVX2 and the Pi 4's aarch64 kernel; armv7); the result is
 /// byte-identical (tests). A last, partial panel is first gathered into a zero-padded
 /// scratch copy as wide as a panel, so it takes the same path.
 pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
@@ -128,8 +128,16 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
     }
     match layout {
         Layout::K4 { r: 8 } => {
-            pack_lanes::<8, _, _>(src, first, out, pl, k4_r8_full_panel, k4_clear_lanes::<8>)
+            pack_lanes::<8, _, _>(src, first, out, pl, k4_full_panel::<8>, k4_clear_lanes::<8>)
         }
+        Layout::K4 { r: 16 } => pack_lanes::<16, _, _>(
+            src,
+            first,
+            out,
+            pl,
+            k4_full_panel::<16>,
+            k4_clear_lanes::<16>,
+        ),
         Layout::Plain { r: 8, .. } => pack_lanes::<8, _, _>(
             src,
             first,
@@ -254,51 +262,50 @@ fn plain_full_panel<const R: usize>(src: &Source, m0: usize, panel: &mut [u8]) {
     tail.fill(0);
 }
 
-/// One full 8-lane K4 panel (lanes `m0..m0 + 8` all inside `src.mn`).
-fn k4_r8_full_panel(src: &Source, m0: usize, panel: &mut [u8]) {
+/// One full K4 panel of `R` = 8 or 16 lanes (lanes `m0..m0 + R` all inside `src.mn`).
+fn k4_full_panel<const R: usize>(src: &Source, m0: usize, panel: &mut [u8]) {
     let k4 = src.k / 4;
+    let block = 4 * R;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        // The last row read is row 4·k4 − 1 at bytes m0..m0 + 8; the caller guarantees m0 + 8
-        // ≤ mn and `src.is_valid()`, so all reads are inside `src.data`. Writes: 32 bytes per
-        // block, k4 blocks ≤ panel.len() / 32.
-        debug_assert!(m0 + 8 <= src.mn && src.is_valid() && panel.len() >= k4 * 32);
+        // The last row read is row 4·k4 − 1 at bytes m0..m0 + R; the caller guarantees
+        // m0 + R ≤ mn and `src.is_valid()`, so all reads are inside `src.data`. Writes: 4·R
+        // bytes per block, k4 blocks ≤ panel.len() / (4·R).
+        assert!(m0 + R <= src.mn && src.is_valid() && panel.len() >= k4 * block);
         if k4 > 0 {
-            // SAFETY: bounds as argued above: every 8-byte read starts at
-            // (4·b + j)·row_stride + m0 with 4·b + j < k and m0 + 8 ≤ mn, so it ends at or
-            // before (k − 1)·row_stride + mn ≤ data.len(); every 32-byte write ends at or
-            // before 32·k4 ≤ panel.len().
+            // SAFETY: bounds as argued above: every R-byte read starts at
+            // (4·b + j)·row_stride + m0 with 4·b + j < k and m0 + R ≤ mn, so it ends at or
+            // before (k − 1)·row_stride + mn ≤ data.len(); every 4·R-byte write ends at or
+            // before 4·R·k4 ≤ panel.len().
             unsafe {
-                simd::k4_r8_blocks(
-                    src.data.as_ptr(),
-                    src.row_stride,
-                    m0,
-                    k4,
-                    panel.as_mut_ptr(),
-                )
+                let (base, out) = (src.data.as_ptr(), panel.as_mut_ptr());
+                match R {
+                    8 => simd::k4_r8_blocks(base, src.row_stride, m0, k4, out),
+                    _ => simd::k4_r16_blocks(base, src.row_stride, m0, k4, out),
+                }
             };
         }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     for b in 0..k4 {
-        k4_r8_block_portable(src, m0, b, &mut panel[b * 32..][..32]);
+        k4_block_portable::<R>(src, m0, b, &mut panel[b * block..][..block]);
     }
     // The depth tail (k % 4 rows) and the zero padding after the data.
-    let done = k4 * 32;
+    let done = k4 * block;
     panel[done..].fill(0);
     for kk in k4 * 4..src.k {
-        let row = &src.data[kk * src.row_stride + m0..][..8];
+        let row = &src.data[kk * src.row_stride + m0..][..R];
         for (m, &v) in row.iter().enumerate() {
             panel[done + 4 * m + kk % 4] = v;
         }
     }
 }
 
-/// The portable twin of one SIMD K4 block: depths `4b..4b + 4`, lanes `m0..m0 + 8`.
+/// The portable twin of one SIMD K4 block: depths `4b..4b + 4`, lanes `m0..m0 + R`.
 #[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
-fn k4_r8_block_portable(src: &Source, m0: usize, b: usize, out: &mut [u8]) {
+fn k4_block_portable<const R: usize>(src: &Source, m0: usize, b: usize, out: &mut [u8]) {
     for j in 0..4 {
-        let row = &src.data[(4 * b + j) * src.row_stride + m0..][..8];
+        let row = &src.data[(4 * b + j) * src.row_stride + m0..][..R];
         for (m, &v) in row.iter().enumerate() {
             out[4 * m + j] = v;
         }
@@ -341,6 +348,40 @@ mod simd {
             }
         }
     }
+
+    /// Writes `blocks` K4 blocks of 16 lanes (the AMX/AVX-512 kernels' `PackedI8K4 { r: 16 }`):
+    /// block `b` interleaves rows `4b..4b + 4` (16 bytes each, from `base + row·stride + m0`)
+    /// into 64 bytes at `out + 64·b`.
+    ///
+    /// # Safety
+    /// Every read `base + (4b + j)·stride + m0 .. + 16` and every write `out + 64b .. + 64`,
+    /// for `b < blocks`, `j < 4`, must be in bounds.
+    pub(super) unsafe fn k4_r16_blocks(
+        base: *const u8,
+        stride: usize,
+        m0: usize,
+        blocks: usize,
+        out: *mut u8,
+    ) {
+        for b in 0..blocks {
+            // SAFETY: the caller guarantees these reads and writes are in bounds; SSE2 is part
+            // of x86_64; unaligned loads and stores are used throughout.
+            unsafe {
+                let row = |j: usize| base.add((4 * b + j) * stride + m0) as *const __m128i;
+                let a = _mm_loadu_si128(row(0));
+                let bb = _mm_loadu_si128(row(1));
+                let c = _mm_loadu_si128(row(2));
+                let d = _mm_loadu_si128(row(3));
+                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, bb), _mm_unpackhi_epi8(a, bb));
+                let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+                let o = out.add(64 * b) as *mut __m128i;
+                _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo)); // lanes 0..4
+                _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo)); // 4..8
+                _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi)); // 8..12
+                _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi)); // 12..16
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -372,6 +413,35 @@ mod simd {
                     vld1_u8(row(3)),
                 );
                 vst4_u8(out.add(32 * b), v);
+            }
+        }
+    }
+
+    /// Writes `blocks` K4 blocks of 16 lanes: block `b` interleaves rows `4b..4b + 4` (16
+    /// bytes each, from `base + row·stride + m0`) into 64 bytes at `out + 64·b` (`st4`).
+    ///
+    /// # Safety
+    /// Every read `base + (4b + j)·stride + m0 .. + 16` and every write `out + 64b .. + 64`,
+    /// for `b < blocks`, `j < 4`, must be in bounds.
+    pub(super) unsafe fn k4_r16_blocks(
+        base: *const u8,
+        stride: usize,
+        m0: usize,
+        blocks: usize,
+        out: *mut u8,
+    ) {
+        for b in 0..blocks {
+            // SAFETY: the caller guarantees these reads and writes are in bounds; NEON is
+            // part of aarch64; `vld1q_u8`/`vst4q_u8` have no alignment requirement.
+            unsafe {
+                let row = |j: usize| base.add((4 * b + j) * stride + m0);
+                let v = uint8x16x4_t(
+                    vld1q_u8(row(0)),
+                    vld1q_u8(row(1)),
+                    vld1q_u8(row(2)),
+                    vld1q_u8(row(3)),
+                );
+                vst4q_u8(out.add(64 * b), v);
             }
         }
     }
@@ -428,6 +498,8 @@ mod tests {
                 (864, 52, 0),
                 (97, 13, 5),
                 (16, 17, 1),
+                (9, 40, 2),
+                (288, 35, 0),
             ] {
                 let stride = mn + extra;
                 let data = noise(k * stride, (k * 31 + mn) as u32);
