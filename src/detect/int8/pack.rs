@@ -279,9 +279,10 @@ fn k4_full_panel<const R: usize>(src: &Source, m0: usize, panel: &mut [u8]) {
             // before 4·R·k4 ≤ panel.len().
             unsafe {
                 let (base, out) = (src.data.as_ptr(), panel.as_mut_ptr());
+                // One call per width, so that each sees a constant `step` it can inline.
                 match R {
-                    8 => simd::k4_r8_blocks(base, src.row_stride, m0, k4, out),
-                    _ => simd::k4_r16_blocks(base, src.row_stride, m0, k4, out),
+                    8 => k4_blocks::<8>(base, src.row_stride, m0, k4, out, simd::k4_r8_block),
+                    _ => k4_blocks::<16>(base, src.row_stride, m0, k4, out, simd::k4_r16_block),
                 }
             };
         }
@@ -312,74 +313,73 @@ fn k4_block_portable<const R: usize>(src: &Source, m0: usize, b: usize, out: &mu
     }
 }
 
+/// Walks `blocks` K4 blocks of `R` lanes: block `b` reads rows `4b..4b + 4` (`R` bytes each,
+/// from `base + row·stride + m0`) and writes `4·R` bytes at `out + 4·R·b`, through `step`, the
+/// architecture's interleave of one block.
+///
+/// # Safety
+/// Every read `base + (4b + j)·stride + m0 .. + R` and every write `out + 4·R·b .. + 4·R`, for
+/// `b < blocks`, `j < 4`, must be in bounds, and `step` must read and write only those bytes.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+unsafe fn k4_blocks<const R: usize>(
+    base: *const u8,
+    stride: usize,
+    m0: usize,
+    blocks: usize,
+    out: *mut u8,
+    step: unsafe fn([*const u8; 4], *mut u8),
+) {
+    for b in 0..blocks {
+        // SAFETY: the caller guarantees that these four rows and this block's output are in
+        // bounds, and that `step` touches nothing else.
+        unsafe {
+            let row = |j: usize| base.add((4 * b + j) * stride + m0);
+            step([row(0), row(1), row(2), row(3)], out.add(4 * R * b));
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::*;
 
-    /// Writes `blocks` K4 blocks of 8 lanes: block `b` interleaves rows `4b..4b + 4` (8 bytes
-    /// each, from `base + row·stride + m0`) into 32 bytes at `out + 32·b`.
+    /// One K4 block of 8 lanes: the 8 bytes at each of `rows` interleaved into 32 bytes at
+    /// `out` (SSE2 unpacks).
     ///
     /// # Safety
-    /// Every read `base + (4b + j)·stride + m0 .. + 8` and every write `out + 32b .. + 32`,
-    /// for `b < blocks`, `j < 4`, must be in bounds.
-    pub(super) unsafe fn k4_r8_blocks(
-        base: *const u8,
-        stride: usize,
-        m0: usize,
-        blocks: usize,
-        out: *mut u8,
-    ) {
-        for b in 0..blocks {
-            // SAFETY: the caller guarantees these reads and writes are in bounds; SSE2 is part
-            // of x86_64; unaligned loads and stores are used throughout.
-            unsafe {
-                let row = |j: usize| base.add((4 * b + j) * stride + m0) as *const __m128i;
-                let a = _mm_loadl_epi64(row(0));
-                let bb = _mm_loadl_epi64(row(1));
-                let c = _mm_loadl_epi64(row(2));
-                let d = _mm_loadl_epi64(row(3));
-                let ab = _mm_unpacklo_epi8(a, bb); // a0 b0 a1 b1 … a7 b7
-                let cd = _mm_unpacklo_epi8(c, d); // c0 d0 … c7 d7
-                let lo = _mm_unpacklo_epi16(ab, cd); // lanes 0..4: a b c d each
-                let hi = _mm_unpackhi_epi16(ab, cd); // lanes 4..8
-                let o = out.add(32 * b) as *mut __m128i;
-                _mm_storeu_si128(o, lo);
-                _mm_storeu_si128(o.add(1), hi);
-            }
+    /// `rows[j] .. + 8` must be readable and `out .. + 32` writable.
+    pub(super) unsafe fn k4_r8_block(rows: [*const u8; 4], out: *mut u8) {
+        // SAFETY: in bounds by the caller's contract; SSE2 is part of x86_64; unaligned loads
+        // and stores are used throughout.
+        unsafe {
+            let row = |j: usize| rows[j] as *const __m128i;
+            let ab = _mm_unpacklo_epi8(_mm_loadl_epi64(row(0)), _mm_loadl_epi64(row(1))); // a0 b0 a1 b1 …
+            let cd = _mm_unpacklo_epi8(_mm_loadl_epi64(row(2)), _mm_loadl_epi64(row(3))); // c0 d0 …
+            let o = out as *mut __m128i;
+            _mm_storeu_si128(o, _mm_unpacklo_epi16(ab, cd)); // lanes 0..4: a b c d each
+            _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab, cd)); // lanes 4..8
         }
     }
 
-    /// Writes `blocks` K4 blocks of 16 lanes (the AMX/AVX-512 kernels' `PackedI8K4 { r: 16 }`):
-    /// block `b` interleaves rows `4b..4b + 4` (16 bytes each, from `base + row·stride + m0`)
-    /// into 64 bytes at `out + 64·b`.
+    /// One K4 block of 16 lanes (the AMX/AVX-512 kernels' `PackedI8K4 { r: 16 }`): the 16
+    /// bytes at each of `rows` interleaved into 64 bytes at `out` (SSE2 unpacks).
     ///
     /// # Safety
-    /// Every read `base + (4b + j)·stride + m0 .. + 16` and every write `out + 64b .. + 64`,
-    /// for `b < blocks`, `j < 4`, must be in bounds.
-    pub(super) unsafe fn k4_r16_blocks(
-        base: *const u8,
-        stride: usize,
-        m0: usize,
-        blocks: usize,
-        out: *mut u8,
-    ) {
-        for b in 0..blocks {
-            // SAFETY: the caller guarantees these reads and writes are in bounds; SSE2 is part
-            // of x86_64; unaligned loads and stores are used throughout.
-            unsafe {
-                let row = |j: usize| base.add((4 * b + j) * stride + m0) as *const __m128i;
-                let a = _mm_loadu_si128(row(0));
-                let bb = _mm_loadu_si128(row(1));
-                let c = _mm_loadu_si128(row(2));
-                let d = _mm_loadu_si128(row(3));
-                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, bb), _mm_unpackhi_epi8(a, bb));
-                let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
-                let o = out.add(64 * b) as *mut __m128i;
-                _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo)); // lanes 0..4
-                _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo)); // 4..8
-                _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi)); // 8..12
-                _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi)); // 12..16
-            }
+    /// `rows[j] .. + 16` must be readable and `out .. + 64` writable.
+    pub(super) unsafe fn k4_r16_block(rows: [*const u8; 4], out: *mut u8) {
+        // SAFETY: in bounds by the caller's contract; SSE2 is part of x86_64; unaligned loads
+        // and stores are used throughout.
+        unsafe {
+            let row = |j: usize| _mm_loadu_si128(rows[j] as *const __m128i);
+            let (a, bb, c, d) = (row(0), row(1), row(2), row(3));
+            let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, bb), _mm_unpackhi_epi8(a, bb));
+            let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+            let o = out as *mut __m128i;
+            _mm_storeu_si128(o, _mm_unpacklo_epi16(ab_lo, cd_lo)); // lanes 0..4
+            _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(ab_lo, cd_lo)); // 4..8
+            _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(ab_hi, cd_hi)); // 8..12
+            _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(ab_hi, cd_hi)); // 12..16
         }
     }
 }
@@ -388,61 +388,41 @@ mod simd {
 mod simd {
     use std::arch::aarch64::*;
 
-    /// Writes `blocks` K4 blocks of 8 lanes: block `b` interleaves rows `4b..4b + 4` (8 bytes
-    /// each, from `base + row·stride + m0`) into 32 bytes at `out + 32·b` (`st4`).
+    /// One K4 block of 8 lanes: the 8 bytes at each of `rows` interleaved into 32 bytes at
+    /// `out` (`st4`).
     ///
     /// # Safety
-    /// Every read `base + (4b + j)·stride + m0 .. + 8` and every write `out + 32b .. + 32`,
-    /// for `b < blocks`, `j < 4`, must be in bounds.
-    pub(super) unsafe fn k4_r8_blocks(
-        base: *const u8,
-        stride: usize,
-        m0: usize,
-        blocks: usize,
-        out: *mut u8,
-    ) {
-        for b in 0..blocks {
-            // SAFETY: the caller guarantees these reads and writes are in bounds; NEON is
-            // part of aarch64; `vld1_u8`/`vst4_u8` have no alignment requirement.
-            unsafe {
-                let row = |j: usize| base.add((4 * b + j) * stride + m0);
-                let v = uint8x8x4_t(
-                    vld1_u8(row(0)),
-                    vld1_u8(row(1)),
-                    vld1_u8(row(2)),
-                    vld1_u8(row(3)),
-                );
-                vst4_u8(out.add(32 * b), v);
-            }
+    /// `rows[j] .. + 8` must be readable and `out .. + 32` writable.
+    pub(super) unsafe fn k4_r8_block(rows: [*const u8; 4], out: *mut u8) {
+        // SAFETY: in bounds by the caller's contract; NEON is part of aarch64;
+        // `vld1_u8`/`vst4_u8` have no alignment requirement.
+        unsafe {
+            let v = uint8x8x4_t(
+                vld1_u8(rows[0]),
+                vld1_u8(rows[1]),
+                vld1_u8(rows[2]),
+                vld1_u8(rows[3]),
+            );
+            vst4_u8(out, v);
         }
     }
 
-    /// Writes `blocks` K4 blocks of 16 lanes: block `b` interleaves rows `4b..4b + 4` (16
-    /// bytes each, from `base + row·stride + m0`) into 64 bytes at `out + 64·b` (`st4`).
+    /// One K4 block of 16 lanes: the 16 bytes at each of `rows` interleaved into 64 bytes at
+    /// `out` (`st4`).
     ///
     /// # Safety
-    /// Every read `base + (4b + j)·stride + m0 .. + 16` and every write `out + 64b .. + 64`,
-    /// for `b < blocks`, `j < 4`, must be in bounds.
-    pub(super) unsafe fn k4_r16_blocks(
-        base: *const u8,
-        stride: usize,
-        m0: usize,
-        blocks: usize,
-        out: *mut u8,
-    ) {
-        for b in 0..blocks {
-            // SAFETY: the caller guarantees these reads and writes are in bounds; NEON is
-            // part of aarch64; `vld1q_u8`/`vst4q_u8` have no alignment requirement.
-            unsafe {
-                let row = |j: usize| base.add((4 * b + j) * stride + m0);
-                let v = uint8x16x4_t(
-                    vld1q_u8(row(0)),
-                    vld1q_u8(row(1)),
-                    vld1q_u8(row(2)),
-                    vld1q_u8(row(3)),
-                );
-                vst4q_u8(out.add(64 * b), v);
-            }
+    /// `rows[j] .. + 16` must be readable and `out .. + 64` writable.
+    pub(super) unsafe fn k4_r16_block(rows: [*const u8; 4], out: *mut u8) {
+        // SAFETY: in bounds by the caller's contract; NEON is part of aarch64;
+        // `vld1q_u8`/`vst4q_u8` have no alignment requirement.
+        unsafe {
+            let v = uint8x16x4_t(
+                vld1q_u8(rows[0]),
+                vld1q_u8(rows[1]),
+                vld1q_u8(rows[2]),
+                vld1q_u8(rows[3]),
+            );
+            vst4q_u8(out, v);
         }
     }
 }
