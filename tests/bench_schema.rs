@@ -12,9 +12,9 @@ use std::path::Path;
 use lookout::bench::report::{
     BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
-    InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures, Percentiles, PlainDetection,
-    Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures, ThermalFigures,
-    ThreadFigures, SCHEMA_ID,
+    InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures, OpTiming, Percentiles,
+    PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
+    ThermalFigures, ThreadFigures, SCHEMA_ID,
 };
 use lookout::bench::Sweep;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -263,6 +263,14 @@ fn report(full: bool, limit: Limit) -> BenchReport {
                                 bbox: [1.5, 2.5, 100.5, 200.5],
                             },
                         ),
+                    },
+                ),
+                ops: many(
+                    full,
+                    OpTiming {
+                        op: "QConvI8".into(),
+                        nodes: 34,
+                        ms_per_run: 18.5,
                     },
                 ),
             },

@@ -408,6 +408,19 @@ pub struct InferenceTiming {
     pub min_ms: f64,
     /// Per photo.
     pub images: Vec<ImageTiming>,
+    /// Where the timed runs' time went, by op, most first (every node's evaluation timed).
+    pub ops: Vec<OpTiming>,
+}
+
+/// One op's time in the timed runs of `--inference-only`.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpTiming {
+    /// The op's name as tract reports it (`QConvI8`, `FastLut`, tract's `Conv`, …).
+    pub op: String,
+    /// Nodes of the network running it.
+    pub nodes: usize,
+    /// Mean time per run, all its nodes together, ms.
+    pub ms_per_run: f64,
 }
 
 /// Timing of the model on one photo.

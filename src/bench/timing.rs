@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::figures::round;
 use super::golden::decode_as_golden;
-use super::report::{ImageTiming, InferenceTiming, ModelFigures, PlainDetection};
+use super::report::{ImageTiming, InferenceTiming, ModelFigures, OpTiming, PlainDetection};
 use crate::detect::{self, Detector};
 use crate::geom::ResizeMode;
 use crate::preprocess;
@@ -42,6 +42,8 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
     photos.sort();
     let mut input = vec![0.0f32; det.input_len()];
     let mut all = Vec::new();
+    // `LOOKOUT_PROFILE_NODES=1`: one row per node of the network instead of one per op.
+    let mut profile = detect::OpProfile::new(std::env::var_os("LOOKOUT_PROFILE_NODES").is_some());
     let mut images = Vec::new();
     for (img, png) in photos {
         let Ok((rgb, iw, ih)) = detect::read_rgb_image(&png) else {
@@ -59,7 +61,7 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
         let mut ms = Vec::with_capacity(runs);
         for _ in 0..runs {
             let t0 = Instant::now();
-            if let Ok(raw) = det.run_raw(&input) {
+            if let Ok(raw) = det.run_raw_profiled(&input, &mut profile) {
                 ms.push(t0.elapsed().as_secs_f64() * 1e3);
                 last = Some(raw);
             }
@@ -91,5 +93,14 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
         median_ms: round(median(&mut all), 3),
         min_ms: round(if min.is_finite() { min } else { 0.0 }, 3),
         images,
+        ops: profile
+            .ops()
+            .into_iter()
+            .map(|o| OpTiming {
+                op: o.op,
+                nodes: o.nodes,
+                ms_per_run: round(o.ms_per_run, 3),
+            })
+            .collect(),
     }
 }

@@ -398,6 +398,20 @@ pub fn render_table(r: &BenchReport) -> String {
             "  all photos   median {:>8.2} ms  fastest {:>8.2} ms",
             inf.median_ms, inf.min_ms
         );
+        let total: f64 = inf.ops.iter().map(|op| op.ms_per_run).sum();
+        if total > 0.0 {
+            let _ = writeln!(o, "  per op, mean ms per run (all photos):");
+            for op in &inf.ops {
+                let _ = writeln!(
+                    o,
+                    "    {:<28} {:>3} node(s) {:>8.3} ms {:>5.1} %",
+                    op.op,
+                    op.nodes,
+                    op.ms_per_run,
+                    100.0 * op.ms_per_run / total
+                );
+            }
+        }
     }
     if let Some(rec) = &r.recommendation {
         let _ = writeln!(o, "{}", rec.text);

@@ -50,8 +50,9 @@ pub struct Report {
     pub convs_ours: usize,
     /// Quantized convolutions in the typed model (ours + tract's).
     pub convs_int8: usize,
-    /// The tract kernel [`qconv::QConvI8`] runs, when it runs.
-    pub conv_kernel: Option<String>,
+    /// The tract kernels [`qconv::QConvI8`] runs, and how many convolutions run each, most
+    /// used first (the order they were first used in on a tie).
+    pub conv_kernels: Vec<(String, usize)>,
     /// int8 activation packs now done by lookout's packer.
     pub packs_ours: usize,
     /// int8 activation packs in the model (ours + tract's).
@@ -94,10 +95,17 @@ impl Report {
                 "{} of {} convs{}",
                 self.convs_ours,
                 self.convs_int8,
-                self.conv_kernel
-                    .as_deref()
-                    .map(|k| format!(" (tract kernel {k})"))
-                    .unwrap_or_default()
+                match &self.conv_kernels[..] {
+                    [] => String::new(),
+                    [(k, _)] => format!(" (tract kernel {k})"),
+                    many => format!(
+                        " (tract kernels {})",
+                        many.iter()
+                            .map(|(k, n)| format!("{k} for {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }
             ));
         }
         if self.packs_int8 > 0 {
@@ -152,7 +160,19 @@ impl Report {
         self.taps_convs += early.taps_convs;
         self.convs_ours += early.convs_ours;
         self.convs_int8 += early.convs_int8;
-        self.conv_kernel = early.conv_kernel.or(self.conv_kernel.take());
+        for (k, n) in early.conv_kernels {
+            self.count_kernel(&k, n);
+        }
+    }
+
+    /// Counts `n` more convolutions running tract's kernel `kernel`.
+    fn count_kernel(&mut self, kernel: &str, n: usize) {
+        match self.conv_kernels.iter_mut().find(|(k, _)| k == kernel) {
+            Some((_, count)) => *count += n,
+            None => self.conv_kernels.push((kernel.to_string(), n)),
+        }
+        // Most used first; a stable sort keeps first use first on a tie.
+        self.conv_kernels.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     }
 }
 
@@ -217,15 +237,13 @@ pub fn install_early_with(model: &mut TypedModel, ours: bool, convs: bool) -> Tr
             .filter(|t| t.planar() && model.outlet_successors(input).len() == 1);
         let with_taps = taps.and_then(|t| {
             let op = qconv::QConvI8::for_node(model, node, Some(t.clone()))?;
-            Some((op, model.node(input.node).inputs[0]))
+            Some((op, model.node(input.node).inputs[0], true))
         });
-        if let Some((op, source)) =
-            with_taps.or_else(|| Some((qconv::QConvI8::for_node(model, node, None)?, input)))
+        if let Some((op, source, absorbed)) =
+            with_taps.or_else(|| Some((qconv::QConvI8::for_node(model, node, None)?, input, false)))
         {
-            report
-                .conv_kernel
-                .get_or_insert_with(|| op.kernel_name().to_string());
-            if op.has_taps() {
+            report.count_kernel(op.kernel_name(), 1);
+            if absorbed {
                 report.taps_ours -= 1;
                 report.taps_convs += 1;
             }
@@ -573,9 +591,9 @@ mod tests {
         }
     }
 
-    /// Issue #8 stage 3: every quantized convolution but the stem becomes a `QConvI8` before
-    /// tract optimizes, each writing the im2col it reads, and the outputs stay bit-identical to
-    /// tract's own lowering of the whole model.
+    /// Issue #8 stage 3: every quantized convolution becomes a `QConvI8` before tract
+    /// optimizes, each writing the im2col it reads (the stem, 3×3 stride 2, its own), and the
+    /// outputs stay bit-identical to tract's own lowering of the whole model.
     #[test]
     fn shipped_int8_models_give_bit_identical_outputs_with_our_convolutions() {
         for (file, size) in SHIPPED_INT8 {
@@ -588,18 +606,18 @@ mod tests {
                 "{file}: quantized convs in the typed graph"
             );
             assert_eq!(
-                early.convs_ours, 33,
-                "{file}: all but the stem (3×3, stride 2)"
+                early.convs_ours, 34,
+                "{file}: all, the stem (3×3, stride 2) included"
             );
             assert_eq!(
                 early.taps_convs, 27,
                 "{file}: every im2col written by its conv"
             );
             assert_eq!(early.taps_ours, 0, "{file}: no im2col left alone");
-            assert!(early.conv_kernel.is_some());
+            assert!(!early.conv_kernels.is_empty());
             assert_eq!(
                 count::<qconv::QConvI8>(&ours),
-                33,
+                34,
                 "{file}: convs in the graph"
             );
             let mut ours = ours.into_optimized().expect("optimize");
@@ -607,7 +625,7 @@ mod tests {
             report.merge_early(early);
             assert_eq!(
                 count::<qconv::QConvI8>(&ours),
-                33,
+                34,
                 "{file}: convs in the plan"
             );
             assert_eq!(
@@ -617,7 +635,7 @@ mod tests {
             );
             let described = report.describe().expect("an int8 path");
             assert!(
-                described.starts_with("own int8 ops: 33 of 34 convs (tract kernel "),
+                described.starts_with("own int8 ops: 34 of 34 convs (tract kernel"),
                 "{described}"
             );
             same_outputs(file, outputs(theirs, &x), outputs(ours, &x));

@@ -162,6 +162,34 @@ fn zero_point(t: &Tensor) -> Option<i32> {
     t.cast_to_scalar::<i32>().ok()
 }
 
+/// tract's AMX tier answers its 8×8 AMX tile when m, n or k is small (k < 64: one AMX step
+/// reads 64 bytes of depth). That kernel configures the tiles (`ldtilecfg`) and releases them on
+/// every call, one call per 8×8 output tile: the stem (32×27, 208² outputs) took 22.6 ms there
+/// on a Sapphire Rapids core, half of the whole INT8 image; with the 16-wide VNNI tile 1.7 ms,
+/// with the 16×16 AMX tile 2.5 ms (`lookout bench --inference-only`, per-op table). So in its
+/// place: the 16×16 AMX tile when k fills an AMX step, else the 16×16 VNNI tile, when suitable
+/// and m fills 16 rows (a band's n always does). Any other choice is kept.
+fn past_small_amx_tile(
+    mmm: Box<dyn MatMatMul>,
+    packing: usize,
+    suitable: &[tract_linalg::mmm::Suitable],
+    m: usize,
+    k: usize,
+) -> (Box<dyn MatMatMul>, usize) {
+    if mmm.name() != "avx512amx_mmm_i32_8x8" || m < 16 {
+        return (mmm, packing);
+    }
+    let wide = if k >= 64 {
+        "avx512amx_mmm_i32_16x16"
+    } else {
+        "avx512vnni_mmm_i32_16x16"
+    };
+    match suitable.iter().find(|(s, _, _)| s.name() == wide) {
+        Some((s, p, _)) => (s.clone(), *p),
+        None => (mmm, packing),
+    }
+}
+
 /// Signed 8-bit, plain or quantized.
 fn is_i8(dt: DatumType) -> bool {
     dt.unquantized() == DatumType::I8
@@ -178,8 +206,7 @@ impl QConvI8 {
         let spec = &conv.pool_spec;
         let ones = |v: &Option<TVec<usize>>| v.as_ref().is_none_or(|v| v.iter().all(|&s| s == 1));
         if spec.data_format != DataFormat::NCHW
-            || spec.kernel_shape.iter().any(|&s| s != 1)
-            || !ones(&spec.strides)
+            || spec.kernel_shape.len() != 2
             || !ones(&spec.dilations)
             || conv.kernel_fmt != KernelFormat::OIHW
         {
@@ -192,9 +219,37 @@ impl QConvI8 {
         if !is_i8(x_fact.datum_type) || !is_i8(out_fact.datum_type) || x_shape.len() != 4 {
             return None;
         }
-        let (k, m) = (spec.input_channels, spec.output_channels);
-        // Same spatial size in and out: no padding.
-        if x_shape[1] != k || out_shape != [x_shape[0], m, x_shape[2], x_shape[3]] {
+        let (c, m) = (spec.input_channels, spec.output_channels);
+        let (kh, kw) = (spec.kernel_shape[0], spec.kernel_shape[1]);
+        // A kernel larger than 1×1 or a stride: the op writes the convolution's im2col itself
+        // (taps of the unpadded input, zeros for the padding: the input zero point is 0).
+        let taps = if kh * kw != 1 || !ones(&spec.strides) {
+            if taps.is_some() {
+                return None;
+            }
+            let strides = spec.strides.as_ref().map_or([1, 1], |s| [s[0], s[1]]);
+            let pads = spec.computed_padding(&x_shape[2..]);
+            let pad = |d: usize| Some((pads.get(d)?.pad_before, pads.get(d)?.pad_after));
+            let pads = [pad(0)?, pad(1)?];
+            Some(FastTaps::for_conv(
+                x_shape,
+                [kh, kw],
+                strides,
+                pads,
+                x_fact.datum_type,
+            )?)
+        } else {
+            taps
+        };
+        // The matmul's k, and the output's spatial size.
+        let (k, [oh, ow]) = match &taps {
+            Some(t) if kh * kw != 1 || !ones(&spec.strides) => {
+                let o = t.out_shape();
+                (c * kh * kw, [o[2], o[3]])
+            }
+            _ => (c, [x_shape[2], x_shape[3]]),
+        };
+        if x_shape[1] != c || out_shape != [x_shape[0], m, oh, ow] {
             return None;
         }
         let w = konst(model, node, 1)?;
@@ -219,7 +274,7 @@ impl QConvI8 {
             Some(b) if b.len() == 1 => vec![b.cast_to_scalar::<i32>().ok()?; m],
             _ => return None,
         };
-        let n = x_shape[2] * x_shape[3];
+        let n = oh * ow;
         let query = Query {
             weight: WeightType::Plain(DatumType::I8),
             activation: DatumType::I8,
@@ -241,6 +296,12 @@ impl QConvI8 {
                     .get(*p)
                     .is_some_and(|(_, b)| layout_of(&**b).is_some())
         });
+        // `LOOKOUT_INT8_KERNEL=<name>` picks one of them by name (A/B comparisons).
+        if let Ok(want) = std::env::var("LOOKOUT_INT8_KERNEL") {
+            if suitable.iter().any(|(mmm, _, _)| mmm.name() == want) {
+                suitable.retain(|(mmm, _, _)| mmm.name() == want);
+            }
+        }
         let (mmm, packing, _) = match dispatch.preferred(&query, &suitable) {
             Some(chosen) => chosen,
             None => {
@@ -252,11 +313,21 @@ impl QConvI8 {
                 suitable.swap_remove(ix)
             }
         };
+        let (mmm, packing) = past_small_amx_tile(mmm, packing, &suitable, m, k);
         let (a_format, b_format) = mmm.packings().get(packing)?;
         let b_layout = layout_of(&**b_format)?;
-        // The weights as an [m, k] i8 matrix (OIHW with 1×1 kernels), packed once.
+        // The weights as an [m, k] i8 matrix, packed once: OIHW reordered to the taps' order,
+        // kernel position first, then input channel (the same for a 1×1 kernel).
         // (The weights may be typed as a quantized i8: their bytes are read as plain i8.)
-        let w_i8: Vec<i8> = w.as_bytes().iter().map(|&b| b as i8).collect();
+        let wb = w.as_bytes();
+        let taps_n = kh * kw;
+        let w_i8: Vec<i8> = (0..m * k)
+            .map(|i| {
+                let (o, j) = (i / k, i % k);
+                let (t, ch) = (j / c, j % c);
+                wb[(o * c + ch) * taps_n + t] as i8
+            })
+            .collect();
         let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
         let weights = a_format.prepare_one(&w2, 1, 0).ok()?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
@@ -490,7 +561,7 @@ impl Op for QConvI8 {
 
     fn info(&self) -> TractResult<Vec<String>> {
         Ok(vec![format!(
-            "{}×{} int8 1×1 conv with {} ({:?}, packing {}), scale {}{}",
+            "{}×{} int8 conv (as 1×1) with {} ({:?}, packing {}), scale {}{}",
             self.m,
             self.k,
             self.mmm.name(),
@@ -561,12 +632,61 @@ pub fn one_conv_model(
     conv_model(k, m, [h, w], y0, seed, 0, tensor0(0.0043f32))
 }
 
+/// A convolution's window: kernel size, strides and padding (`(before, after)` for the height,
+/// then the width).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    /// Kernel height and width.
+    pub kernel: [usize; 2],
+    /// Vertical and horizontal strides.
+    pub strides: [usize; 2],
+    /// Zero padding before and after, height then width.
+    pub pads: [(usize, usize); 2],
+}
+
+impl Window {
+    /// 1×1, stride 1, no padding.
+    pub const ONE: Window = Window {
+        kernel: [1, 1],
+        strides: [1, 1],
+        pads: [(0, 0), (0, 0)],
+    };
+}
+
+/// [`one_conv_model`] with the window `win` (e.g. the stem's 3×3, stride 2).
+#[doc(hidden)]
+pub fn window_conv_model(
+    k: usize,
+    m: usize,
+    hw: [usize; 2],
+    win: Window,
+    y0: i8,
+    seed: u64,
+) -> TractResult<TypedModel> {
+    conv_model_with(k, m, hw, win, y0, seed, 0, tensor0(0.0043f32))
+}
+
 /// [`one_conv_model`] with the input zero point `x0` and the weight scale `ks` (a scalar, or
 /// one per output channel).
 fn conv_model(
     k: usize,
     m: usize,
+    hw: [usize; 2],
+    y0: i8,
+    seed: u64,
+    x0: i32,
+    ks: Tensor,
+) -> TractResult<TypedModel> {
+    conv_model_with(k, m, hw, Window::ONE, y0, seed, x0, ks)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv_model_with(
+    k: usize,
+    m: usize,
     [h, w]: [usize; 2],
+    win: Window,
     y0: i8,
     seed: u64,
     x0: i32,
@@ -576,7 +696,8 @@ fn conv_model(
     let mut noise = |n: usize| noise_i8(n, seeds.next().unwrap_or(seed));
     let mut model = TypedModel::default();
     let x = model.add_source("x", i8::fact([1, k, h, w]))?;
-    let weights = Tensor::from_shape(&[m, k, 1, 1], &noise(m * k))?;
+    let [kh, kw] = win.kernel;
+    let weights = Tensor::from_shape(&[m, k, kh, kw], &noise(m * k * kh * kw))?;
     let bias: Vec<i32> = noise(m).iter().map(|&b| b as i32 * 37).collect();
     let consts = [
         weights,
@@ -592,13 +713,17 @@ fn conv_model(
     for (i, c) in consts.into_iter().enumerate() {
         inputs.push(model.add_const(format!("c{i}"), c)?);
     }
+    let [(t, b), (l, r)] = win.pads;
     let conv = Conv {
         pool_spec: tract_onnx::tract_core::ops::cnn::PoolSpec {
             data_format: DataFormat::NCHW,
-            kernel_shape: tvec![1, 1],
-            padding: tract_onnx::tract_core::ops::cnn::PaddingSpec::Valid,
+            kernel_shape: tvec![kh, kw],
+            padding: tract_onnx::tract_core::ops::cnn::PaddingSpec::Explicit(
+                tvec![t, l],
+                tvec![b, r],
+            ),
             dilations: None,
-            strides: None,
+            strides: Some(tvec![win.strides[0], win.strides[1]]),
             input_channels: k,
             output_channels: m,
         },
@@ -667,7 +792,55 @@ mod tests {
         }
     }
 
-    /// What the op does not compute stays tract's: a 3×3 kernel, a stride, groups.
+    /// Convolutions with a window (the stem's 3×3 stride 2 and its padding, 3×3 stride 1,
+    /// asymmetric padding, 5×3, strides that leave input rows and columns unread, no padding
+    /// at all), bit-exact against tract's own lowering at 1 and 2 threads; the shapes are odd
+    /// and the first one is tall enough to be cut into several bands.
+    #[test]
+    fn windowed_convolutions_match_tracts_bit_for_bit() {
+        let win = |kernel, strides, pads| Window {
+            kernel,
+            strides,
+            pads,
+        };
+        let cases = [
+            // (k, m, [h, w], window, y0)
+            (3, 32, [133, 67], win([3, 3], [2, 2], [(1, 1), (1, 1)]), 0),
+            (3, 24, [20, 21], win([3, 3], [2, 2], [(0, 1), (0, 1)]), 0),
+            (8, 16, [13, 11], win([3, 3], [1, 1], [(1, 1), (1, 1)]), 2),
+            (5, 7, [9, 10], win([5, 3], [1, 2], [(2, 1), (0, 2)]), 0),
+            (6, 20, [17, 15], win([3, 3], [3, 2], [(0, 0), (0, 0)]), -3),
+            (4, 16, [8, 8], win([1, 1], [2, 2], [(0, 0), (0, 0)]), 0),
+        ];
+        for (i, &(k, m, hw, w, y0)) in cases.iter().enumerate() {
+            let model = window_conv_model(k, m, hw, w, y0, 40 + i as u64).unwrap();
+            let x = Tensor::from_shape(
+                &[1, k, hw[0], hw[1]],
+                &noise_i8(k * hw[0] * hw[1], 90 + i as u64),
+            )
+            .unwrap();
+            let theirs = run(model.clone(), &x);
+            let mut ours = model;
+            let report = super::super::install_early_with(&mut ours, true, true).unwrap();
+            assert_eq!(report.convs_ours, 1, "case {i} ({w:?}): not taken");
+            for threads in [1, 2] {
+                let executor = if threads == 1 {
+                    Executor::SingleThread
+                } else {
+                    Executor::multithread(threads)
+                };
+                let got = multithread_tract_scope(executor, || run(ours.clone(), &x));
+                assert_eq!(got.len(), theirs.len(), "case {i}");
+                let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    diff, 0,
+                    "case {i} ({w:?}, {threads} threads): {diff} bytes differ"
+                );
+            }
+        }
+    }
+
+    /// What the op does not compute stays tract's: a dilation, groups, a float convolution.
     #[test]
     fn leaves_other_convolutions_to_tract() {
         for change in 0..3 {
@@ -675,7 +848,7 @@ mod tests {
             let id = model.node_by_name("conv").unwrap().id;
             let conv = model.node_mut(id).op_as_mut::<Conv>().unwrap();
             match change {
-                0 => conv.pool_spec.strides = Some(tvec![2, 2]),
+                0 => conv.pool_spec.dilations = Some(tvec![2, 2]),
                 1 => conv.group = 2,
                 _ => conv.q_params = None,
             }

@@ -180,6 +180,72 @@ impl FastTaps {
         Some((taps, source))
     }
 
+    /// The im2col of a 2-D convolution of an NCHW input of shape `in_shape` (`[n, c, h, w]`)
+    /// with kernel `[kh, kw]`, `strides` and `pads` (`(before, after)` for the height, then
+    /// the width), padding with zeros: `kh·kw` taps in kernel order (row, then column), each
+    /// `c` channels of `[n, c, oh, ow]`. What a `QConvI8` of a kernel larger than 1×1 writes
+    /// band by band.
+    pub(super) fn for_conv(
+        in_shape: &[usize],
+        [kh, kw]: [usize; 2],
+        strides: [usize; 2],
+        pads: [(usize, usize); 2],
+        dt: DatumType,
+    ) -> Option<Self> {
+        let &[n, c, h, w] = in_shape else {
+            return None;
+        };
+        let out = |size: usize, k: usize, s: usize, (a, b): (usize, usize)| {
+            (size + a + b)
+                .checked_sub(k)
+                .filter(|_| s > 0)
+                .map(|r| r / s + 1)
+        };
+        let (oh, ow) = (
+            out(h, kh, strides[0], pads[0])?,
+            out(w, kw, strides[1], pads[1])?,
+        );
+        let whole = AxisMap {
+            offset: 0,
+            stride: 1,
+        };
+        let taps = (0..kh * kw)
+            .map(|t| Tap {
+                shape: vec![n, c, oh, ow],
+                maps: vec![
+                    whole,
+                    whole,
+                    AxisMap {
+                        offset: t / kw,
+                        stride: strides[0],
+                    },
+                    AxisMap {
+                        offset: t % kw,
+                        stride: strides[1],
+                    },
+                ],
+                rows: None,
+            })
+            .collect();
+        let mut taps = FastTaps {
+            axis: 1,
+            in_shape: in_shape.to_vec(),
+            pads: vec![(0, 0), (0, 0), pads[0], pads[1]],
+            fill: 0,
+            taps,
+            dt,
+            out_shape: vec![n, kh * kw * c, oh, ow],
+        };
+        if dt.size_of() != 1 || !taps.valid() || !taps.planar() {
+            return None;
+        }
+        let rows: Vec<TapRows> = taps.taps.iter().map(|t| taps.tap_rows(t)).collect();
+        for (tap, rows) in taps.taps.iter_mut().zip(rows) {
+            tap.rows = Some(rows);
+        }
+        Some(taps)
+    }
+
     /// The taps read inside the padded input and tile the output along the concat axis.
     fn valid(&self) -> bool {
         let rank = self.out_shape.len();
