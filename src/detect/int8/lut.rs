@@ -149,12 +149,18 @@ impl EvalOp for FastLut {
         if input.is_exclusive() {
             // Nothing else holds the input: its storage becomes the output, looked up in place.
             let mut t = input.into_tensor();
-            lookup_in_place(t.as_bytes_mut(), table);
+            super::par::for_chunks(t.as_bytes_mut(), 1, |_, chunk| {
+                lookup_in_place(chunk, table);
+                true
+            });
             return Ok(tvec!(t.into_tvalue()));
         }
         let src = input.as_bytes();
         let mut out = vec![0u8; src.len()];
-        lookup_into(src, &mut out, table);
+        super::par::for_chunks(&mut out, 1, |first, chunk| {
+            lookup_into(&src[first..first + chunk.len()], chunk, table);
+            true
+        });
         Ok(tvec!(
             super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
         ))

@@ -26,6 +26,7 @@ pub mod im2col;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
+pub mod par;
 pub mod qconv;
 pub mod quant;
 pub mod resize;
@@ -172,7 +173,8 @@ impl Report {
             None => self.conv_kernels.push((kernel.to_string(), n)),
         }
         // Most used first; a stable sort keeps first use first on a tie.
-        self.conv_kernels.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        self.conv_kernels
+            .sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     }
 }
 

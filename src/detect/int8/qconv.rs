@@ -321,13 +321,17 @@ impl QConvI8 {
         // (The weights may be typed as a quantized i8: their bytes are read as plain i8.)
         let wb = w.as_bytes();
         let taps_n = kh * kw;
-        let w_i8: Vec<i8> = (0..m * k)
-            .map(|i| {
-                let (o, j) = (i / k, i % k);
-                let (t, ch) = (j / c, j % c);
-                wb[(o * c + ch) * taps_n + t] as i8
-            })
-            .collect();
+        let w_i8: Vec<i8> = if taps_n == 1 {
+            wb.iter().map(|&b| b as i8).collect()
+        } else {
+            let mut v = Vec::with_capacity(m * k);
+            for per_out in wb.chunks_exact(c * taps_n) {
+                for t in 0..taps_n {
+                    v.extend(per_out.iter().skip(t).step_by(taps_n).map(|&b| b as i8));
+                }
+            }
+            v
+        };
         let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
         let weights = a_format.prepare_one(&w2, 1, 0).ok()?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);

@@ -67,12 +67,16 @@ impl EvalOp for FastQuantize {
         };
         let src = input.try_as_plain_ram()?.as_slice::<f32>()?;
         let mut out = vec![0i8; src.len()];
-        quantize(
-            src,
-            &mut out,
-            f32::from_bits(self.scale_bits),
-            self.zero_point,
-        );
+        let scale = f32::from_bits(self.scale_bits);
+        super::par::for_chunks(&mut out, 1, |first, chunk| {
+            quantize(
+                &src[first..first + chunk.len()],
+                chunk,
+                scale,
+                self.zero_point,
+            );
+            true
+        });
         Ok(tvec!(
             super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
         ))

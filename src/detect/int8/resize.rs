@@ -51,7 +51,19 @@ impl FastResize {
             let plan = op.plan_axis(scale, len_in, len_out);
             let mut resampled = vec![0f32; data.len() / len_in * len_out];
             if axis + 1 == rank {
-                resample_innermost(&data, len_in, &plan, &mut resampled);
+                // Whole rows per chunk, side by side on the model's threads.
+                let ok = super::par::for_chunks(&mut resampled, len_out, |first, rows| {
+                    let r0 = first / len_out;
+                    let n = rows.len() / len_out;
+                    match data.get(r0 * len_in..(r0 + n) * len_in) {
+                        Some(src) => {
+                            resample_innermost(src, len_in, &plan, rows);
+                            true
+                        }
+                        None => false,
+                    }
+                });
+                ensure!(ok, "FastResize: rows of axis {axis} out of range");
             } else {
                 resample_axis(&data, &shape, axis, &plan, 0.0, &mut resampled);
             }
