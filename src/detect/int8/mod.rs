@@ -82,8 +82,9 @@ pub struct Report {
 }
 
 impl Report {
-    /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 33 of
-    /// 34 convs (tract kernel …), 27 im2col concats (27 written by the convs), 27 im2col concats (27 packed in bands), 1 eager im2col, 28 lookup tables, …"
+    /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 34 of
+    /// 34 convs (tract kernel …), 27 im2col concats (27 written by the convs), 28 lookup
+    /// tables, …" (with several kernels: "tract kernels A for 33, B for 1")
     /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
     /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
