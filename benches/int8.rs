@@ -7,9 +7,10 @@
 //! `int8_ops`: lookout's quantization and lookup-table ops against tract's, on tensors of the
 //! shipped graph's sizes (the pyramid's 128×52×52 float sum; a 32×104×104 activation).
 //!
-//! `int8_conv`: lookout's `QConvI8` against tract's own lowering of the same quantized 1×1
-//! convolution (both run on tract's int8 kernel, one thread), at the shipped model's im2col
-//! geometries (k = 9 × channels) and a 1×1 head conv. Same outputs bit for bit (tests).
+//! `int8_conv`: lookout's `QConvI8` against tract's own lowering of the same quantized
+//! convolution (both on tract's int8 kernels, one thread), at the shipped model's im2col
+//! geometries (1×1 with k = 9 × channels), a 1×1 head conv and the stem (3×3, stride 2, whose
+//! im2col `QConvI8` writes itself). Same outputs bit for bit (tests).
 //!
 //! `int8_model`: the built-in FP32 and INT8 models, whole (preprocessing, inference, decoding)
 //! on `tests/data/chelsea.jpg`, at 1 and 2 threads, one after the other in one run (compare
@@ -25,7 +26,7 @@ use lookout::detect::int8::fast_pack::layout_of;
 use lookout::detect::int8::install_early_with;
 use lookout::detect::int8::lut::FastLut;
 use lookout::detect::int8::pack::{pack, Source};
-use lookout::detect::int8::qconv::one_conv_model;
+use lookout::detect::int8::qconv::{window_conv_model, Window};
 use lookout::detect::int8::quant::FastQuantize;
 use lookout::detect::{read_rgb_image, Detector, DetectorConfig, ModelSource};
 use tract_onnx::prelude::*;
@@ -125,15 +126,22 @@ fn bench_ops(c: &mut Criterion) {
 
 fn bench_conv(c: &mut Criterion) {
     let mut g = c.benchmark_group("int8_conv");
-    // (k, m, side): the 3×3 convs' im2cols at each pyramid level, and a 1×1 head conv.
-    for (k, m, side) in [
-        (288usize, 32usize, 104usize),
-        (576, 64, 52),
-        (1152, 128, 26),
-        (2304, 256, 13),
-        (128, 128, 52),
+    // (k, m, side, window): the 3×3 convs' im2cols at each pyramid level, a 1×1 head conv,
+    // and the stem (3×3, stride 2, 3 → 32 channels on the 416² input, TF "SAME" padding).
+    let stem = Window {
+        kernel: [3, 3],
+        strides: [2, 2],
+        pads: [(0, 1), (0, 1)],
+    };
+    for (k, m, side, win) in [
+        (288usize, 32usize, 104usize, Window::ONE),
+        (576, 64, 52, Window::ONE),
+        (1152, 128, 26, Window::ONE),
+        (2304, 256, 13, Window::ONE),
+        (128, 128, 52, Window::ONE),
+        (3, 32, 416, stem),
     ] {
-        let model = one_conv_model(k, m, [side, side], 0, 7).expect("model");
+        let model = window_conv_model(k, m, [side, side], win, 0, 7).expect("model");
         let tract_plan = model
             .clone()
             .into_optimized()
@@ -150,8 +158,10 @@ fn bench_conv(c: &mut Criterion) {
         let x = Tensor::from_shape(&[1, k, side, side], &data)
             .expect("tensor")
             .into_tvalue();
-        g.throughput(Throughput::Elements((k * m * side * side) as u64));
-        let id = format!("{k}to{m}/{side}x{side}");
+        let [kh, kw] = win.kernel;
+        let out = (side / win.strides[0]) * (side / win.strides[1]);
+        g.throughput(Throughput::Elements((k * kh * kw * m * out) as u64));
+        let id = format!("{k}to{m}/{side}x{side}/{kh}x{kw}s{}", win.strides[0]);
         g.bench_with_input(BenchmarkId::new("tract", &id), &x, |b, x| {
             b.iter(|| black_box(tract_plan.run(tvec!(x.clone())).expect("run")))
         });

@@ -55,7 +55,7 @@ fn images() -> Vec<Image> {
     let mut out = Vec::new();
     let mut i = 0usize;
     while let Some(frame) = src.next().expect("the bundled clip decodes") {
-        if i % EVERY == 0 {
+        if i.is_multiple_of(EVERY) {
             out.push(Image {
                 name: format!("clip#{i}"),
                 pixels: Pixels::Frame(frame),

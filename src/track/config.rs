@@ -199,7 +199,7 @@ impl TrackerConfig {
         self.class_ids()?;
         let v = &self.visual;
         in_range_u("visual.patch_size", v.patch_size.into(), 5, 21)?;
-        if v.patch_size % 2 == 0 {
+        if v.patch_size.is_multiple_of(2) {
             return Err(TrackConfigError::new(
                 "visual.patch_size",
                 format!(

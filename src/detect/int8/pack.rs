@@ -93,7 +93,7 @@ impl Source<'_> {
 /// when `out` is not a whole number of panels or `src` is not valid.
 pub fn pack_portable(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
     let pl = layout.panel_len(src.k);
-    if !src.is_valid() || pl == 0 || out.len() % pl != 0 {
+    if !src.is_valid() || pl == 0 || !out.len().is_multiple_of(pl) {
         return false;
     }
     let r = layout.r();
@@ -123,7 +123,7 @@ pub fn pack_portable(layout: Layout, src: &Source, first: usize, out: &mut [u8])
 /// scratch copy as wide as a panel, so it takes the same path.
 pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool {
     let pl = layout.panel_len(src.k);
-    if !src.is_valid() || pl == 0 || out.len() % pl != 0 {
+    if !src.is_valid() || pl == 0 || !out.len().is_multiple_of(pl) {
         return false;
     }
     match layout {
