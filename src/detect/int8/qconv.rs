@@ -754,6 +754,26 @@ mod tests {
         out[0].as_bytes().to_vec()
     }
 
+    /// `model` (one quantized conv) with the conv taken by `QConvI8` gives tract's bytes on
+    /// `x`, at 1 and 2 threads.
+    fn assert_ours_match_tracts(model: TypedModel, x: &Tensor, case: &str) {
+        let theirs = run(model.clone(), x);
+        let mut ours = model;
+        let report = super::super::install_early_with(&mut ours, true, true).unwrap();
+        assert_eq!(report.convs_ours, 1, "{case}: not taken");
+        for threads in [1, 2] {
+            let executor = if threads == 1 {
+                Executor::SingleThread
+            } else {
+                Executor::multithread(threads)
+            };
+            let got = multithread_tract_scope(executor, || run(ours.clone(), x));
+            assert_eq!(got.len(), theirs.len(), "{case}");
+            let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
+            assert_eq!(diff, 0, "{case}, {threads} threads: {diff} bytes differ");
+        }
+    }
+
     /// Bit-exact against tract's own lowering, on random inputs, for channel counts that are
     /// and are not multiples of the kernel's tile, odd widths and heights, a band split (a
     /// tall map), a non-zero output zero point, and 1 and 2 threads.
@@ -775,24 +795,7 @@ mod tests {
                 &noise_i8(k * hw[0] * hw[1], i as u64),
             )
             .unwrap();
-            let theirs = run(model.clone(), &x);
-            let mut ours = model;
-            let report = super::super::install_early_with(&mut ours, true, true).unwrap();
-            assert_eq!(report.convs_ours, 1, "case {i}: not taken");
-            for threads in [1, 2] {
-                let executor = if threads == 1 {
-                    Executor::SingleThread
-                } else {
-                    Executor::multithread(threads)
-                };
-                let got = multithread_tract_scope(executor, || run(ours.clone(), &x));
-                let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
-                assert_eq!(got.len(), theirs.len());
-                assert_eq!(
-                    diff, 0,
-                    "case {i} ({k}→{m}, {hw:?}, {threads} threads): {diff} bytes differ"
-                );
-            }
+            assert_ours_match_tracts(model, &x, &format!("case {i} ({k}→{m}, {hw:?})"));
         }
     }
 
@@ -823,24 +826,7 @@ mod tests {
                 &noise_i8(k * hw[0] * hw[1], 90 + i as u64),
             )
             .unwrap();
-            let theirs = run(model.clone(), &x);
-            let mut ours = model;
-            let report = super::super::install_early_with(&mut ours, true, true).unwrap();
-            assert_eq!(report.convs_ours, 1, "case {i} ({w:?}): not taken");
-            for threads in [1, 2] {
-                let executor = if threads == 1 {
-                    Executor::SingleThread
-                } else {
-                    Executor::multithread(threads)
-                };
-                let got = multithread_tract_scope(executor, || run(ours.clone(), &x));
-                assert_eq!(got.len(), theirs.len(), "case {i}");
-                let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
-                assert_eq!(
-                    diff, 0,
-                    "case {i} ({w:?}, {threads} threads): {diff} bytes differ"
-                );
-            }
+            assert_ours_match_tracts(model, &x, &format!("case {i} ({w:?})"));
         }
     }
 
