@@ -223,7 +223,8 @@ impl QConvI8 {
         let (kh, kw) = (spec.kernel_shape[0], spec.kernel_shape[1]);
         // A kernel larger than 1×1 or a stride: the op writes the convolution's im2col itself
         // (taps of the unpadded input, zeros for the padding: the input zero point is 0).
-        let taps = if kh * kw != 1 || !ones(&spec.strides) {
+        let windowed = kh * kw != 1 || !ones(&spec.strides);
+        let taps = if windowed {
             if taps.is_some() {
                 return None;
             }
@@ -243,10 +244,7 @@ impl QConvI8 {
         };
         // The matmul's k, and the output's spatial size.
         let (k, [oh, ow]) = match &taps {
-            Some(t) if kh * kw != 1 || !ones(&spec.strides) => {
-                let o = t.out_shape();
-                (c * kh * kw, [o[2], o[3]])
-            }
+            Some(t) if windowed => (c * kh * kw, [t.out_shape()[2], t.out_shape()[3]]),
             _ => (c, [x_shape[2], x_shape[3]]),
         };
         if x_shape[1] != c || out_shape != [x_shape[0], m, oh, ow] {
@@ -321,17 +319,12 @@ impl QConvI8 {
         // (The weights may be typed as a quantized i8: their bytes are read as plain i8.)
         let wb = w.as_bytes();
         let taps_n = kh * kw;
-        let w_i8: Vec<i8> = if taps_n == 1 {
-            wb.iter().map(|&b| b as i8).collect()
-        } else {
-            let mut v = Vec::with_capacity(m * k);
-            for per_out in wb.chunks_exact(c * taps_n) {
-                for t in 0..taps_n {
-                    v.extend(per_out.iter().skip(t).step_by(taps_n).map(|&b| b as i8));
-                }
+        let mut w_i8: Vec<i8> = Vec::with_capacity(m * k);
+        for per_out in wb.chunks_exact(c * taps_n) {
+            for t in 0..taps_n {
+                w_i8.extend(per_out.iter().skip(t).step_by(taps_n).map(|&b| b as i8));
             }
-            v
-        };
+        }
         let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
         let weights = a_format.prepare_one(&w2, 1, 0).ok()?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
@@ -376,11 +369,6 @@ impl QConvI8 {
     /// The kernel's name (for the load line).
     pub fn kernel_name(&self) -> &str {
         self.mmm.name()
-    }
-
-    /// Whether the op writes its input's im2col itself.
-    pub fn has_taps(&self) -> bool {
-        self.taps.is_some()
     }
 
     /// The matmul's input shape `[batch, k, h, w]` for an op input of shape `input`.

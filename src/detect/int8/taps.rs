@@ -172,10 +172,7 @@ impl FastTaps {
             return None;
         }
         if taps.planar() {
-            let rows: Vec<TapRows> = taps.taps.iter().map(|t| taps.tap_rows(t)).collect();
-            for (tap, rows) in taps.taps.iter_mut().zip(rows) {
-                tap.rows = Some(rows);
-            }
+            taps.fill_tap_rows();
         }
         Some((taps, source))
     }
@@ -239,11 +236,16 @@ impl FastTaps {
         if dt.size_of() != 1 || !taps.valid() || !taps.planar() {
             return None;
         }
-        let rows: Vec<TapRows> = taps.taps.iter().map(|t| taps.tap_rows(t)).collect();
-        for (tap, rows) in taps.taps.iter_mut().zip(rows) {
+        taps.fill_tap_rows();
+        Some(taps)
+    }
+
+    /// Computes once where each (planar) tap's output rows read ([`Self::tap_rows`]).
+    fn fill_tap_rows(&mut self) {
+        let rows: Vec<TapRows> = self.taps.iter().map(|t| self.tap_rows(t)).collect();
+        for (tap, rows) in self.taps.iter_mut().zip(rows) {
             tap.rows = Some(rows);
         }
-        Some(taps)
     }
 
     /// The taps read inside the padded input and tile the output along the concat axis.
