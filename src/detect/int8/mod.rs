@@ -26,6 +26,7 @@ pub mod im2col;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
+pub mod pairwise;
 pub mod par;
 pub mod qconv;
 pub mod quant;
@@ -216,6 +217,16 @@ pub fn install_early(model: &mut TypedModel) -> TractResult<Report> {
 /// [`install_early`] with the choices made by the caller: `ours` for lookout's im2col ops,
 /// `convs` for lookout's convolutions.
 pub fn install_early_with(model: &mut TypedModel, ours: bool, convs: bool) -> TractResult<Report> {
+    install_early_kernels(model, ours, convs, qconv::KernelPolicy::from_env())
+}
+
+/// [`install_early_with`], the convolutions' kernel as `policy` says.
+pub fn install_early_kernels(
+    model: &mut TypedModel,
+    ours: bool,
+    convs: bool,
+    policy: qconv::KernelPolicy,
+) -> TractResult<Report> {
     let mut report = Report {
         taps_ours: if ours { taps_early::install(model)? } else { 0 },
         ..Report::default()
@@ -239,12 +250,16 @@ pub fn install_early_with(model: &mut TypedModel, ours: bool, convs: bool) -> Tr
             .op_as::<taps::FastTaps>()
             .filter(|t| t.planar() && model.outlet_successors(input).len() == 1);
         let with_taps = taps.and_then(|t| {
-            let op = qconv::QConvI8::for_node(model, node, Some(t.clone()))?;
+            let op = qconv::QConvI8::for_node(model, node, Some(t.clone()), policy)?;
             Some((op, model.node(input.node).inputs[0], true))
         });
-        if let Some((op, source, absorbed)) =
-            with_taps.or_else(|| Some((qconv::QConvI8::for_node(model, node, None)?, input, false)))
-        {
+        if let Some((op, source, absorbed)) = with_taps.or_else(|| {
+            Some((
+                qconv::QConvI8::for_node(model, node, None, policy)?,
+                input,
+                false,
+            ))
+        }) {
             report.count_kernel(op.kernel_name(), 1);
             if absorbed {
                 report.taps_ours -= 1;

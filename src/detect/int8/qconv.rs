@@ -38,6 +38,7 @@ use tract_onnx::tract_core::tract_linalg::{BinOp, MmmDispatch, Scaler, WeightTyp
 
 use super::fast_pack::{layout_of, PANEL_SLACK};
 use super::pack::{self, Layout, Source};
+use super::pairwise::{self, PackedWeights};
 use super::taps::FastTaps;
 
 /// About this many bytes of packed activations per band: they stay in the L2 cache of a
@@ -51,11 +52,53 @@ const PANEL_ALIGN: usize = 64;
 /// A thread's working memory for bands, kept between bands and frames (one allocation per
 /// thread instead of three per band): the band's im2col rows, its packed activations (with
 /// [`PANEL_SLACK`]), and the kernel's scratch space with the name of the kernel that made it.
+/// With [`pairwise`]: the band's columns in its layout and the raw i32 products.
 #[derive(Default)]
 struct BandMemory {
     taps: Vec<u8>,
     blob: Option<Arc<Blob>>,
     scratch: Option<(String, Box<dyn ScratchSpace>)>,
+    columns: Vec<i8>,
+    products: Option<Tensor>,
+}
+
+/// Which matmul a [`QConvI8`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPolicy {
+    /// lookout's [`pairwise`] kernel where tract's choice is its int8 kernel without the dot
+    /// product on aarch64 (`arm64simd_mmm_i32_8x8`: Pi 4, Pi 3, Zero 2 W); tract's elsewhere.
+    Auto,
+    /// lookout's [`pairwise`] kernel wherever the weights fit (its portable code off
+    /// aarch64: for tests).
+    Pairwise,
+    /// tract's kernels only.
+    Tract,
+}
+
+impl KernelPolicy {
+    /// From `LOOKOUT_INT8_KERNEL`: [`pairwise::NAME`] asks for lookout's kernel, the name of
+    /// one of tract's for tract's (which one is then picked in [`QConvI8::for_node`]),
+    /// nothing for [`KernelPolicy::Auto`].
+    pub fn from_env() -> Self {
+        match std::env::var("LOOKOUT_INT8_KERNEL") {
+            Ok(v) if v == pairwise::NAME => KernelPolicy::Pairwise,
+            Ok(v) if !v.is_empty() => KernelPolicy::Tract,
+            _ => KernelPolicy::Auto,
+        }
+    }
+
+    /// Whether to run [`pairwise`] instead of tract's `kernel`.
+    fn pairwise_over(self, kernel: &str) -> bool {
+        match self {
+            KernelPolicy::Auto => {
+                cfg!(target_arch = "aarch64")
+                    && kernel.starts_with("arm64simd_mmm_i32_8x8")
+                    && !kernel.contains("dot")
+            }
+            KernelPolicy::Pairwise => true,
+            KernelPolicy::Tract => false,
+        }
+    }
 }
 
 thread_local! {
@@ -69,11 +112,14 @@ pub struct QConvI8 {
     m: usize,
     /// Input channels (k).
     k: usize,
-    /// tract's kernel and the index of its packing.
+    /// tract's kernel and the index of its packing (with [`pairwise`], the kernel adds the
+    /// products and requantizes).
     mmm: Box<dyn MatMatMul>,
     packing: usize,
-    /// The weights, packed once in the kernel's A format.
-    weights: Arc<Box<dyn MMMInputValue>>,
+    /// The weights, packed once in the kernel's A format (none with [`pairwise`]).
+    weights: Option<Arc<Box<dyn MMMInputValue>>>,
+    /// The weights packed for lookout's [`pairwise`] kernel, when it computes the products.
+    pairwise: Option<Arc<PackedWeights>>,
     /// The kernel's B format and its panel layout (what [`pack::pack`] writes).
     b_format: Box<dyn MMMInputFormat>,
     b_layout: Layout,
@@ -103,7 +149,11 @@ impl PartialEq for QConvI8 {
             && self.y0 == other.y0
             && self.out_dt == other.out_dt
             && self.taps == other.taps
-            && self.weights.dyn_eq(&**other.weights)
+            && self.pairwise == other.pairwise
+            && match (&self.weights, &other.weights) {
+                (Some(a), Some(b)) => a.dyn_eq(&***b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
     }
 }
 impl Eq for QConvI8 {}
@@ -116,6 +166,7 @@ impl std::hash::Hash for QConvI8 {
         self.bias.hash(state);
         self.scaler.hash(state);
         self.taps.hash(state);
+        self.pairwise.hash(state);
     }
 }
 
@@ -197,8 +248,14 @@ fn is_i8(dt: DatumType) -> bool {
 
 impl QConvI8 {
     /// The replacement for `node` when it is a quantized convolution this op computes exactly
-    /// (module doc); `taps` when its input is an in-graph im2col it should write itself.
-    pub fn for_node(model: &TypedModel, node: &TypedNode, taps: Option<FastTaps>) -> Option<Self> {
+    /// (module doc); `taps` when its input is an in-graph im2col it should write itself; the
+    /// kernel as `policy` says.
+    pub fn for_node(
+        model: &TypedModel,
+        node: &TypedNode,
+        taps: Option<FastTaps>,
+        policy: KernelPolicy,
+    ) -> Option<Self> {
         let conv = node.op_as::<Conv>()?;
         if node.inputs.len() != 9 || conv.group != 1 || !conv.q_params.is_some_and(is_i8) {
             return None;
@@ -325,15 +382,26 @@ impl QConvI8 {
                 w_i8.extend(per_out.iter().skip(t).step_by(taps_n).map(|&b| b as i8));
             }
         }
-        let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
-        let weights = a_format.prepare_one(&w2, 1, 0).ok()?;
+        let pairwise = if policy.pairwise_over(mmm.name()) {
+            PackedWeights::new(&w_i8, m, k).map(Arc::new)
+        } else {
+            None
+        };
+        let weights = match pairwise {
+            Some(_) => None,
+            None => {
+                let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
+                Some(Arc::new(a_format.prepare_one(&w2, 1, 0).ok()?))
+            }
+        };
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
         let op = QConvI8 {
             m,
             k,
             mmm: mmm.clone(),
             packing,
-            weights: Arc::new(weights),
+            weights,
+            pairwise,
             b_format: b_format.clone(),
             b_layout,
             bias: Arc::new(Tensor::from_shape(&[m], &bias).ok()?),
@@ -349,7 +417,17 @@ impl QConvI8 {
 
     /// Whether the kernel fuses every step of the requantization (else tract keeps the conv).
     fn fusable(&self) -> bool {
-        self.specs_then(|specs| specs.iter().all(|s| self.mmm.can_fuse(s)))
+        let added = self.pairwise.is_none()
+            || self.mmm.can_fuse(&FusedSpec::AddUnicast(
+                // SAFETY: a spec built only to ask the kernel whether it fuses the step; it
+                // is never run.
+                unsafe {
+                    self.mmm
+                        .c_from_data_and_strides(4, 1, 1)
+                        .wrap(&self.bias.view())
+                },
+            ));
+        added && self.specs_then(|specs| specs.iter().all(|s| self.mmm.can_fuse(s)))
     }
 
     /// The fused steps after the matmul, without the store, handed to `f`.
@@ -366,9 +444,12 @@ impl QConvI8 {
         f(&specs)
     }
 
-    /// The kernel's name (for the load line).
+    /// The name of the kernel that computes the products (for the load line).
     pub fn kernel_name(&self) -> &str {
-        self.mmm.name()
+        match self.pairwise {
+            Some(_) => pairwise::NAME,
+            None => self.mmm.name(),
+        }
     }
 
     /// The matmul's input shape `[batch, k, h, w]` for an op input of shape `input`.
@@ -417,6 +498,11 @@ impl QConvI8 {
                 row_stride: n,
             },
         };
+        let view = TensorView::offsetting(out, &[b, 0, y0, 0])?;
+        if let Some(weights) = &self.pairwise {
+            let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
+            return self.band_pairwise(memory, weights, &source, &view, n);
+        }
         let pl = self.b_layout.panel_len(k);
         let panels = self.b_layout.panels(cols);
         let len = panels * pl;
@@ -453,32 +539,103 @@ impl QConvI8 {
             panel_bytes: pl,
             mn: cols,
         };
-        let view = TensorView::offsetting(out, &[b, 0, y0, 0])?;
+        let weights = self
+            .weights
+            .as_ref()
+            .context("QConvI8: no weights for tract's kernel")?;
+        let ran = self.run_kernel(
+            &mut mem.scratch,
+            FusedSpec::AddMatMul {
+                a: AsInputValue::Borrowed(&***weights),
+                b: AsInputValue::Borrowed(&packed),
+                packing: self.packing,
+            },
+            cols,
+            &view,
+            n,
+        );
+        drop(packed);
+        mem.blob = Some(blob);
+        ran
+    }
+
+    /// A band with lookout's [`pairwise`] kernel: the band's columns packed in its layout,
+    /// the raw products into the thread's i32 buffer, then tract's kernel adds them as a
+    /// tile and requantizes as it does after its own matmul.
+    #[allow(clippy::type_complexity)]
+    fn band_pairwise(
+        &self,
+        (columns, kept_products, scratch): (
+            &mut Vec<i8>,
+            &mut Option<Tensor>,
+            &mut Option<(String, Box<dyn ScratchSpace>)>,
+        ),
+        weights: &PackedWeights,
+        source: &Source,
+        view: &TensorView,
+        n: usize,
+    ) -> TractResult<()> {
+        let cols = source.mn;
+        columns.resize(pairwise::packed_len(source.k, cols), 0);
+        ensure!(
+            pairwise::pack_columns(source, columns),
+            "QConvI8: cannot pack {} columns of depth {}",
+            cols,
+            source.k
+        );
+        let stride = pairwise::n_padded(cols);
+        let need = weights.m_padded() * stride;
+        let mut products = match kept_products.take() {
+            Some(t) if t.len() >= need => t,
+            _ => Tensor::zero::<i32>(&[need])?,
+        };
+        let mut plain = products
+            .as_plain_ram_mut()
+            .context("QConvI8: products not in memory")?;
+        let fits = pairwise::matmul(weights, columns, cols, plain.as_slice_mut()?, stride);
+        ensure!(fits, "QConvI8: products of {cols} columns do not fit");
+        // SAFETY: the kernel reads rows 0..m, columns 0..cols of the products with a row
+        // stride of `stride` i32: inside the tensor (m_padded · stride items, checked by
+        // `pairwise::matmul`), which is not written or moved until the kernel returns.
+        let added = unsafe {
+            self.mmm
+                .c_from_data_and_strides(4, stride as isize, 1)
+                .wrap(&products.view())
+        };
+        let ran = self.run_kernel(scratch, FusedSpec::AddUnicast(added), cols, view, n);
+        *kept_products = Some(products);
+        ran
+    }
+
+    /// tract's kernel over a band of `cols` output columns: `first` (the matmul, or the
+    /// products to add), the requantization, and the store into `view` (row stride `n`
+    /// bytes), with the thread's scratch space for this kernel.
+    fn run_kernel(
+        &self,
+        kept: &mut Option<(String, Box<dyn ScratchSpace>)>,
+        first: FusedSpec,
+        cols: usize,
+        view: &TensorView,
+        n: usize,
+    ) -> TractResult<()> {
         // The kernel's scratch space, kept per thread for the kernel it was made by.
-        let kept = mem
-            .scratch
-            .take()
-            .filter(|(name, _)| name == self.mmm.name());
+        let kept_here = kept.take().filter(|(name, _)| name == self.mmm.name());
         // SAFETY: the store writes rows 0..m, columns 0..cols of the band, from the view's
         // first byte with a row stride of n bytes: inside `out` (band rows y0..y1 of batch
         // item b, every channel). Bands write disjoint bytes, and `out` is not read or moved
         // while they run. The scratch space is this kernel's own (made by it, kept by name).
         let (ran, scratch) = unsafe {
-            let mut scratch = match kept {
+            let mut scratch = match kept_here {
                 Some((_, s)) => s,
                 None => self.mmm.allocate_scratch_space(),
             };
             let store = self
                 .mmm
                 .c_from_data_and_strides(1, n as isize, 1)
-                .wrap(&view);
+                .wrap(view);
             self.specs_then(|tail| {
                 let mut specs = Vec::with_capacity(tail.len() + 2);
-                specs.push(FusedSpec::AddMatMul {
-                    a: AsInputValue::Borrowed(&**self.weights),
-                    b: AsInputValue::Borrowed(&packed),
-                    packing: self.packing,
-                });
+                specs.push(first);
                 specs.extend_from_slice(tail);
                 specs.push(FusedSpec::Store(store));
                 let ran = multithread_tract_scope(Executor::SingleThread, || {
@@ -488,9 +645,7 @@ impl QConvI8 {
                 (ran, scratch)
             })
         };
-        drop(packed);
-        mem.blob = Some(blob);
-        mem.scratch = Some((self.mmm.name().to_string(), scratch));
+        *kept = Some((self.mmm.name().to_string(), scratch));
         ran
     }
 
@@ -689,7 +844,12 @@ fn conv_model_with(
     let mut model = TypedModel::default();
     let x = model.add_source("x", i8::fact([1, k, h, w]))?;
     let [kh, kw] = win.kernel;
-    let weights = Tensor::from_shape(&[m, k, kh, kw], &noise(m * k * kh * kw))?;
+    // Symmetric int8 weights (−127..=127), as quantizers write them.
+    let w: Vec<i8> = noise(m * k * kh * kw)
+        .iter()
+        .map(|&v| v.max(-127))
+        .collect();
+    let weights = Tensor::from_shape(&[m, k, kh, kw], &w)?;
     let bias: Vec<i32> = noise(m).iter().map(|&b| b as i32 * 37).collect();
     let consts = [
         weights,
@@ -743,12 +903,27 @@ mod tests {
     }
 
     /// `model` (one quantized conv) with the conv taken by `QConvI8` gives tract's bytes on
-    /// `x`, at 1 and 2 threads.
+    /// `x`, at 1 and 2 threads, with tract's kernel and with lookout's pairwise one.
     fn assert_ours_match_tracts(model: TypedModel, x: &Tensor, case: &str) {
         let theirs = run(model.clone(), x);
-        let mut ours = model;
-        let report = super::super::install_early_with(&mut ours, true, true).unwrap();
-        assert_eq!(report.convs_ours, 1, "{case}: not taken");
+        for policy in [KernelPolicy::Tract, KernelPolicy::Pairwise] {
+            let mut ours = model.clone();
+            let report =
+                super::super::install_early_kernels(&mut ours, true, true, policy).unwrap();
+            assert_eq!(report.convs_ours, 1, "{case}: not taken");
+            if policy == KernelPolicy::Pairwise {
+                assert_eq!(
+                    report.conv_kernels,
+                    [(pairwise::NAME.to_string(), 1)],
+                    "{case}"
+                );
+            }
+            assert_same_bytes(&theirs, ours, x, &format!("{case}, {policy:?}"));
+        }
+    }
+
+    /// `ours` run on `x` at 1 and 2 threads gives `theirs`.
+    fn assert_same_bytes(theirs: &[u8], ours: TypedModel, x: &Tensor, case: &str) {
         for threads in [1, 2] {
             let executor = if threads == 1 {
                 Executor::SingleThread
@@ -832,7 +1007,7 @@ mod tests {
             }
             let node = model.node(id);
             assert!(
-                QConvI8::for_node(&model, node, None).is_none(),
+                QConvI8::for_node(&model, node, None, KernelPolicy::Auto).is_none(),
                 "change {change}"
             );
         }
@@ -843,5 +1018,34 @@ mod tests {
             let report = super::super::install_early_with(&mut model, true, true).unwrap();
             assert_eq!((report.convs_ours, report.convs_int8), (0, 1), "x0 {x0}");
         }
+    }
+
+    /// A −128 weight (two of its products could overflow a 16-bit pair sum) keeps tract's
+    /// kernel for that convolution, with the same bytes, even when lookout's is asked for.
+    #[test]
+    fn a_minus_128_weight_keeps_tracts_kernel() {
+        let mut model = one_conv(32, 8, [5, 7], 0, 4);
+        let id = model.node_by_name("c0").unwrap().id;
+        let w = model
+            .node(id)
+            .op_as::<tract_onnx::tract_core::ops::konst::Const>()
+            .unwrap()
+            .val()
+            .clone();
+        let mut w = w.into_tensor();
+        w.as_bytes_mut()[5] = 0x80;
+        let w = w.into_arc_tensor();
+        let node = model.node_mut(id);
+        node.outputs[0].fact = TypedFact::try_from(w.clone()).unwrap();
+        node.op = Box::new(tract_onnx::tract_core::ops::konst::Const::new(w).unwrap());
+        let x = Tensor::from_shape(&[1, 32, 5, 7], &noise_i8(32 * 35, 2)).unwrap();
+        let theirs = run(model.clone(), &x);
+        let mut ours = model;
+        let report =
+            super::super::install_early_kernels(&mut ours, true, true, KernelPolicy::Pairwise)
+                .unwrap();
+        assert_eq!(report.convs_ours, 1);
+        assert_ne!(report.conv_kernels[0].0, pairwise::NAME);
+        assert_same_bytes(&theirs, ours, &x, "a −128 weight");
     }
 }
