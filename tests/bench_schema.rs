@@ -57,7 +57,7 @@ fn model() -> ModelFigures {
         threads: 2,
         load_time_ms: 812.5,
         int8_path: Some(
-            "own int8 ops: 33 of 34 convs (tract kernel arm64simd_mmm_i32_8x8_dot), 27 im2col concats (27 written by the convs), 1 eager im2col, 28 lookup tables, 4 quantizations, 1 max-pool, 2 average pools, 2 resizes".into(),
+            "own int8 ops: 33 of 34 convs (kernel arm64simd_mmm_i32_8x8_dot), 27 im2col concats (27 written by the convs), 1 eager im2col, 28 lookup tables, 4 quantizations, 1 max-pool, 2 average pools, 2 resizes".into(),
         ),
     }
 }

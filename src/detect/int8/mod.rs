@@ -52,7 +52,7 @@ pub struct Report {
     pub convs_ours: usize,
     /// Quantized convolutions in the typed model (ours + tract's).
     pub convs_int8: usize,
-    /// The tract kernels [`qconv::QConvI8`] runs, and how many convolutions run each, most
+    /// The kernels [`qconv::QConvI8`] runs (tract's, or lookout's pairwise one), and how many convolutions run each, most
     /// used first (the order they were first used in on a tie).
     pub conv_kernels: Vec<(String, usize)>,
     /// int8 activation packs now done by lookout's packer.
@@ -84,8 +84,8 @@ pub struct Report {
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 34 of
-    /// 34 convs (tract kernel …), 27 im2col concats (27 written by the convs), 28 lookup
-    /// tables, …" (with several kernels: "tract kernels A for 33, B for 1")
+    /// 34 convs (kernel …), 27 im2col concats (27 written by the convs), 28 lookup
+    /// tables, …" (with several kernels: "kernels A for 33, B for 1"; tract's, or lookout's `lookout_pairwise_i8_4x4`)
     /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
     /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
@@ -100,9 +100,9 @@ impl Report {
                 self.convs_int8,
                 match &self.conv_kernels[..] {
                     [] => String::new(),
-                    [(k, _)] => format!(" (tract kernel {k})"),
+                    [(k, _)] => format!(" (kernel {k})"),
                     many => format!(
-                        " (tract kernels {})",
+                        " (kernels {})",
                         many.iter()
                             .map(|(k, n)| format!("{k} for {n}"))
                             .collect::<Vec<_>>()
@@ -612,13 +612,26 @@ mod tests {
     /// Issue #8 stage 3: every quantized convolution becomes a `QConvI8` before tract
     /// optimizes, each writing the im2col it reads (the stem, 3×3 stride 2, its own), and the
     /// outputs stay bit-identical to tract's own lowering of the whole model.
+    /// With tract's kernels as this CPU gets them, and with lookout's pairwise kernel (NEON on
+    /// aarch64, its portable twin elsewhere).
     #[test]
     fn shipped_int8_models_give_bit_identical_outputs_with_our_convolutions() {
-        for (file, size) in SHIPPED_INT8 {
+        let policies = [qconv::KernelPolicy::Auto, qconv::KernelPolicy::Pairwise];
+        for ((file, size), policy) in SHIPPED_INT8
+            .into_iter()
+            .flat_map(|f| policies.map(|p| (f, p)))
+        {
             let x = input(size as usize);
             let theirs = optimized(file, size);
             let mut ours = typed(file, size);
-            let early = install_early_with(&mut ours, true, true).expect("early");
+            let early = install_early_kernels(&mut ours, true, true, policy).expect("early");
+            if policy == qconv::KernelPolicy::Pairwise {
+                assert_eq!(
+                    early.conv_kernels,
+                    [(pairwise::NAME.to_string(), 34)],
+                    "{file}: every weight in −127..=127"
+                );
+            }
             assert_eq!(
                 early.convs_int8, 34,
                 "{file}: quantized convs in the typed graph"
@@ -653,7 +666,7 @@ mod tests {
             );
             let described = report.describe().expect("an int8 path");
             assert!(
-                described.starts_with("own int8 ops: 34 of 34 convs (tract kernel"),
+                described.starts_with("own int8 ops: 34 of 34 convs (kernel"),
                 "{described}"
             );
             same_outputs(file, outputs(theirs, &x), outputs(ours, &x));

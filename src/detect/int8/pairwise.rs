@@ -161,7 +161,9 @@ pub fn matmul(weights: &PackedWeights, x: &[i8], n: usize, c: &mut [i32], stride
     true
 }
 
-/// The portable kernel: the same tiles and sums as the NEON one, bounds-checked.
+/// The portable kernel: the same tiles and sums as the NEON one, bounds-checked (the tests'
+/// twin on aarch64).
+#[cfg_attr(target_arch = "aarch64", allow(dead_code))]
 fn matmul_portable(weights: &PackedWeights, x: &[i8], np: usize, c: &mut [i32], stride: usize) {
     let kbs = blocks(weights.k, KB);
     for mb in 0..weights.m_padded() / MR {
