@@ -73,6 +73,7 @@ impl SystemInfo {
             features: cpu_features,
             dotprod,
             matmul_kernel,
+            ..
         } = kernel_facts_for(&arch, &cpu.flags, cpu.part.as_deref());
         SystemInfo {
             board: read_trimmed("/proc/device-tree/model"),
@@ -177,7 +178,12 @@ pub struct KernelFacts {
     pub features: Vec<String>,
     /// 8-bit dot-product instructions: `asimddp` on aarch64, `avx512_vnni`/`avx_vnni` on x86.
     pub dotprod: bool,
-    /// The matrix-product kernels tract-linalg selects for these features.
+    /// Whether the int8 path (tract's dot-product kernels, or lookout's pairwise kernel on
+    /// aarch64 without them) does more multiply-adds per cycle than FP32 here: what
+    /// `model.precision = "auto"` goes by.
+    pub int8_beats_fp32: bool,
+    /// The matrix-product kernels tract-linalg (or lookout, for int8 on aarch64 without the
+    /// dot product) selects for these features.
     pub matmul_kernel: String,
 }
 
@@ -251,7 +257,7 @@ pub fn kernel_facts_for(arch: &str, flags: &[String], part: Option<&str>) -> Ker
                     if dp {
                         "SDOT 8x8 (dot product)"
                     } else {
-                        "SMLAL 8x8 (no dot product)"
+                        "lookout's SMULL/SADALP 4x4 (no dot product)"
                     }
                 ),
             )
@@ -269,6 +275,11 @@ pub fn kernel_facts_for(arch: &str, flags: &[String], part: Option<&str>) -> Ker
     KernelFacts {
         features,
         dotprod,
+        // On aarch64 without the dot product, lookout's pairwise kernel
+        // (`detect::int8::pairwise`): 8 multiply-adds per cycle on a Cortex-A72 against
+        // FP32's 4. armv7 has tract's 16-bit `vmlal` only (FP32's rate), x86 without VNNI
+        // tract's AVX2 i32 kernels (slower than FP32's FMA).
+        int8_beats_fp32: dotprod || arch == "aarch64",
         matmul_kernel: kernel,
     }
 }
@@ -552,11 +563,12 @@ mod tests {
         let KernelFacts {
             features: f,
             dotprod: dp,
+            int8_beats_fp32: fast,
             matmul_kernel: k,
         } = kernel_facts_for("aarch64", &c.flags, c.part.as_deref());
         assert_eq!(f, vec!["asimd".to_string()]);
-        assert!(!dp);
-        assert!(k.contains("SMLAL"), "{k}");
+        assert!(!dp && fast);
+        assert!(k.contains("SMULL/SADALP"), "{k}");
         let k = kernel_facts_for(
             "aarch64",
             &["asimd".into(), "asimddp".into()],
@@ -578,6 +590,7 @@ mod tests {
             features: f,
             dotprod: dp,
             matmul_kernel: k,
+            ..
         } = kernel_facts_for("x86_64", &c.flags, None);
         assert_eq!(f, vec!["fma", "avx2", "avx512f", "avx512_vnni"]);
         assert!(dp && k.contains("VNNI"), "{k}");

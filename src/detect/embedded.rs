@@ -91,6 +91,15 @@ pub fn choose(precision: Precision, cpu: &KernelFacts) -> Choice {
                 cpu.matmul_kernel
             ),
         },
+        Precision::Auto if cpu.int8_beats_fp32 => Choice {
+            model: Embedded::Int8,
+            reason: format!(
+                "INT8 chosen for this CPU: it has no 8-bit dot-product instructions ({}), \
+                 where lookout's pairwise int8 kernel does twice FP32's multiply-adds per \
+                 cycle; model.precision = \"fp32\" forces FP32",
+                cpu.matmul_kernel
+            ),
+        },
         Precision::Auto => Choice {
             model: Embedded::Fp32,
             reason: format!(
@@ -117,20 +126,21 @@ mod tests {
     }
 
     #[test]
-    fn auto_picks_int8_only_where_the_dot_product_exists() {
+    fn auto_picks_int8_where_an_int8_kernel_beats_fp32() {
         // Pi 5: Cortex-A76 with asimddp.
         let pi5 = cpu("aarch64", "fp asimd asimddp crc32", Some("0xd0b"));
         let c = choose(Precision::Auto, &pi5);
         assert_eq!(c.model, Embedded::Int8, "{}", c.reason);
         assert!(c.reason.contains("SDOT"), "{}", c.reason);
-        // Pi 4 (Cortex-A72), Pi 3 / Zero 2 W (Cortex-A53): no dot product.
+        // Pi 4 (Cortex-A72), Pi 3 / Zero 2 W (Cortex-A53): no dot product, lookout's
+        // pairwise kernel.
         for part in ["0xd08", "0xd03"] {
             let c = choose(
                 Precision::Auto,
                 &cpu("aarch64", "fp asimd crc32", Some(part)),
             );
-            assert_eq!(c.model, Embedded::Fp32, "{part}: {}", c.reason);
-            assert!(c.reason.contains("SMLAL"), "{}", c.reason);
+            assert_eq!(c.model, Embedded::Int8, "{part}: {}", c.reason);
+            assert!(c.reason.contains("pairwise"), "{}", c.reason);
         }
         // 32-bit OS, even on a Pi 5: tract's armv7 kernels have no dot product.
         let armv7 = cpu(

@@ -121,7 +121,8 @@ pub fn pack_columns(src: &Source, out: &mut [i8]) -> bool {
 
 /// The portable packer for pixels `cols` and depths `ks` of `src` (whole blocks are padded
 /// with zeros past `src.mn` and `src.k`). `src` and `out` are checked by the caller's shape
-/// test; every access here is bounds-checked regardless.
+/// test; every access here is bounds-checked regardless. (The tests' twin on aarch64.)
+#[cfg_attr(target_arch = "aarch64", allow(dead_code))]
 fn pack_columns_portable(
     src: &Source,
     out: &mut [i8],
@@ -191,7 +192,7 @@ fn matmul_portable(weights: &PackedWeights, x: &[i8], np: usize, c: &mut [i32], 
 
 #[cfg(target_arch = "aarch64")]
 mod neon {
-    use super::{blocks, pack_columns_portable, PackedWeights, Source, BLOCK, KB, MR, NR};
+    use super::{blocks, PackedWeights, Source, BLOCK, KB, MR, NR};
     use std::arch::aarch64::*;
 
     /// 16 rows of 16 bytes transposed in registers: `r[i]` becomes column `i`.
@@ -223,24 +224,34 @@ mod neon {
         }
     }
 
-    /// [`super::pack_columns`]: whole 16 × 16 blocks transposed in registers, the edges by
-    /// the portable code. The caller checked `src.is_valid()` and `out`'s length.
+    /// [`super::pack_columns`]: blocks of 16 depths × 16 pixels transposed in registers;
+    /// depths past `k` are zero rows, pixels past `mn` zero bytes (a partial group is copied
+    /// into a zeroed 16-byte row first). The caller checked `src.is_valid()` and `out`'s
+    /// length.
     pub(super) fn pack_columns(src: &Source, out: &mut [i8]) {
         let kbs = blocks(src.k, KB);
-        let (full_k, full_n) = (src.k / KB, src.mn / 16);
-        for kb in 0..full_k {
-            for g in 0..full_n {
+        let n_pad = super::n_padded(src.mn);
+        for kb in 0..kbs {
+            for g in 0..src.mn.div_ceil(16) {
+                let (p0, width) = (g * 16, (src.mn - g * 16).min(16));
                 // SAFETY: a register-only NEON operation (baseline on aarch64).
                 let mut r = [unsafe { vdupq_n_s8(0) }; 16];
-                for (i, reg) in r.iter_mut().enumerate() {
-                    let at = (kb * KB + i) * src.row_stride + g * 16;
-                    let row = &src.data[at..at + 16];
-                    // SAFETY: `row` is 16 bytes (sliced, bounds-checked just above).
-                    *reg = unsafe { vld1q_s8(row.as_ptr() as *const i8) };
+                for (i, reg) in r.iter_mut().enumerate().take(src.k - kb * KB) {
+                    let at = (kb * KB + i) * src.row_stride + p0;
+                    let row = &src.data[at..at + width];
+                    let mut part = [0u8; 16];
+                    let bytes: &[u8] = if width == 16 {
+                        row
+                    } else {
+                        part[..width].copy_from_slice(row);
+                        &part
+                    };
+                    // SAFETY: `bytes` is 16 bytes (a full row slice or `part`).
+                    *reg = unsafe { vld1q_s8(bytes.as_ptr() as *const i8) };
                 }
                 transpose16(&mut r);
-                for (p, reg) in r.iter().enumerate() {
-                    let col = g * 16 + p;
+                for (p, reg) in r.iter().enumerate().take(n_pad - p0) {
+                    let col = p0 + p;
                     let at = ((col / NR * kbs + kb) * NR + col % NR) * KB;
                     let dst = &mut out[at..at + KB];
                     // SAFETY: `dst` is 16 bytes (sliced, bounds-checked just above).
@@ -248,10 +259,6 @@ mod neon {
                 }
             }
         }
-        // The pixels past the whole groups of 16, at the whole k blocks; then the last,
-        // partial k block (and the padding past k) for every pixel.
-        pack_columns_portable(src, out, full_n * 16..usize::MAX, 0..full_k * KB);
-        pack_columns_portable(src, out, 0..usize::MAX, full_k * KB..usize::MAX);
     }
 
     /// [`super::matmul`] with NEON; the caller checked every length.
