@@ -86,8 +86,8 @@ impl Default for SourceConfig {
 pub struct ModelConfig {
     /// ONNX file; empty = a NanoDet-g 416 built into the binary, chosen by `precision`.
     pub file: String,
-    /// Which built-in model runs when `file` is empty: `auto` (INT8 where the CPU has 8-bit
-    /// dot-product instructions, else FP32), `int8` or `fp32`.
+    /// Which built-in model runs when `file` is empty: `auto` (INT8 where an int8 kernel beats
+    /// FP32: 8-bit dot products, or any 64-bit ARM CPU; else FP32), `int8` or `fp32`.
     pub precision: Precision,
     /// Input `[width, height]` (multiples of 32); empty = what the model file declares.
     pub input_size: Vec<u32>,

@@ -135,8 +135,8 @@ fn load_line(extra: &[&str]) -> String {
 #[test]
 fn the_built_in_model_is_chosen_per_cpu_and_the_load_line_says_why() {
     let auto = load_line(&[]);
-    let dotprod = lookout::detect::embedded::this_cpu().dotprod;
-    let (file, datum) = if dotprod {
+    let int8 = lookout::detect::embedded::this_cpu().int8_beats_fp32;
+    let (file, datum) = if int8 {
         ("int8", "int8")
     } else {
         ("fp32", "f32")

@@ -78,7 +78,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
     /// The built-in model to run (overrides `model.precision` and `model.file`): `auto` picks
-    /// INT8 where the CPU has 8-bit dot-product instructions, FP32 elsewhere.
+    /// INT8 where an int8 kernel beats FP32 (8-bit dot products, or any 64-bit ARM CPU),
+    /// FP32 elsewhere.
     #[arg(long, value_enum, value_name = "P", conflicts_with = "model")]
     pub precision: Option<Precision>,
     /// Write one JSON line per processed frame (tracks) to FILE, as `lookout run` does. It

@@ -19,8 +19,8 @@ pub struct DetectArgs {
     /// ONNX model file (default: a NanoDet-g 416 built into lookout, see --precision).
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,
-    /// The built-in model to run: `auto` (INT8 where the CPU has 8-bit dot-product
-    /// instructions, FP32 elsewhere), `int8` or `fp32`.
+    /// The built-in model to run: `auto` (INT8 where an int8 kernel beats FP32: 8-bit
+    /// dot products, or any 64-bit ARM CPU; FP32 elsewhere), `int8` or `fp32`.
     #[arg(
         long,
         value_enum,

@@ -1,12 +1,16 @@
 //! The two models compiled into the binary, and which of them runs by default on this CPU.
 //!
 //! tract's int8 matrix kernels only beat its FP32 kernels where the CPU has 8-bit dot-product
-//! instructions (aarch64 `SDOT`, x86 AVX-512 VNNI / AVX-VNNI). Without them the INT8 model does
-//! *more* work than FP32: on a Pi 4 (Cortex-A72, `SMLAL`) 1.43× FP32's instructions per image
-//! (models/README.md, ARM figures), and tract's AVX2 int8 kernel ran the default model at 27×
-//! FP32's time on an AMD EPYC (AVX2, no VNNI). So by default (`[model] precision = "auto"`)
-//! lookout runs the INT8 model only where the dot product exists, FP32 elsewhere, and says why
-//! in the model's load line.
+//! instructions (aarch64 `SDOT`, x86 AVX-512 VNNI / AVX-VNNI). Without them the INT8 model did
+//! *more* work than FP32: on a Pi 4 (Cortex-A72, tract's `SMLAL` kernel) 1.06× FP32's
+//! instructions per image with lookout's other int8 ops (1.43× with tract's), and tract's AVX2
+//! int8 kernel ran the default model at 27× FP32's time on an AMD EPYC (AVX2, no VNNI). On
+//! aarch64 without the dot product lookout runs its own int8 kernel
+//! ([`super::int8::pairwise`]: `SMULL`/`SMLAL2`/`SADALP`, 8 multiply-adds per cycle on an A72
+//! against FP32's 4), which brings the Pi 4 to 0.78× FP32's instructions (models/README.md).
+//! So by default (`[model] precision = "auto"`) lookout runs the INT8 model where one of these
+//! kernels exists — dot products, or any 64-bit ARM CPU — FP32 elsewhere (32-bit ARM, x86
+//! without VNNI), and says why in the model's load line.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,7 +52,8 @@ impl Embedded {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
-    /// INT8 where the CPU has 8-bit dot-product instructions, FP32 elsewhere.
+    /// INT8 where an int8 kernel beats FP32 (8-bit dot products, or any 64-bit ARM CPU),
+    /// FP32 elsewhere.
     #[default]
     Auto,
     /// The INT8 model, whatever the CPU.
