@@ -230,32 +230,48 @@ mod neon {
     /// length.
     pub(super) fn pack_columns(src: &Source, out: &mut [i8]) {
         let kbs = blocks(src.k, KB);
-        let n_pad = super::n_padded(src.mn);
+        let stride = src.row_stride;
         for kb in 0..kbs {
+            let rows = (src.k - kb * KB).min(KB);
             for g in 0..src.mn.div_ceil(16) {
                 let (p0, width) = (g * 16, (src.mn - g * 16).min(16));
+                // The block's rows: `rows` of them from byte `first`, `stride` apart.
+                let first = kb * KB * stride + p0;
+                let block = &src.data[first..first + (rows - 1) * stride + width];
                 // SAFETY: a register-only NEON operation (baseline on aarch64).
                 let mut r = [unsafe { vdupq_n_s8(0) }; 16];
-                for (i, reg) in r.iter_mut().enumerate().take(src.k - kb * KB) {
-                    let at = (kb * KB + i) * src.row_stride + p0;
-                    let row = &src.data[at..at + width];
-                    let mut part = [0u8; 16];
-                    let bytes: &[u8] = if width == 16 {
-                        row
-                    } else {
-                        part[..width].copy_from_slice(row);
-                        &part
-                    };
-                    // SAFETY: `bytes` is 16 bytes (a full row slice or `part`).
-                    *reg = unsafe { vld1q_s8(bytes.as_ptr() as *const i8) };
+                if width == 16 {
+                    for (i, reg) in r.iter_mut().enumerate().take(rows) {
+                        // SAFETY: row i's 16 bytes start at i · stride inside `block`
+                        // (sliced above to end at the last row's 16th byte).
+                        *reg = unsafe { vld1q_s8(block.as_ptr().add(i * stride) as *const i8) };
+                    }
+                } else {
+                    for (i, reg) in r.iter_mut().enumerate().take(rows) {
+                        let mut part = [0u8; 16];
+                        part[..width].copy_from_slice(&block[i * stride..i * stride + width]);
+                        // SAFETY: `part` is 16 bytes.
+                        *reg = unsafe { vld1q_s8(part.as_ptr() as *const i8) };
+                    }
                 }
                 transpose16(&mut r);
-                for (p, reg) in r.iter().enumerate().take(n_pad - p0) {
-                    let col = p0 + p;
-                    let at = ((col / NR * kbs + kb) * NR + col % NR) * KB;
-                    let dst = &mut out[at..at + KB];
-                    // SAFETY: `dst` is 16 bytes (sliced, bounds-checked just above).
-                    unsafe { vst1q_s8(dst.as_mut_ptr(), *reg) };
+                // Pixels p0..p0 + 16 are the four column blocks p0 / 4 ..: each 4 × 16
+                // contiguous bytes at depth block kb (the last ones may be past n_padded).
+                for (q, cols) in r.chunks_exact(NR).enumerate() {
+                    let nb = p0 / NR + q;
+                    if nb * NR >= super::n_padded(src.mn) {
+                        break;
+                    }
+                    let at = (nb * kbs + kb) * BLOCK;
+                    let Some(dst) = out.get_mut(at..at + BLOCK) else {
+                        break;
+                    };
+                    // SAFETY: `dst` is 64 bytes (checked just above); each store writes 16.
+                    unsafe {
+                        for (c, reg) in cols.iter().enumerate() {
+                            vst1q_s8(dst.as_mut_ptr().add(c * KB), *reg);
+                        }
+                    }
                 }
             }
         }

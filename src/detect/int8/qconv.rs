@@ -376,10 +376,14 @@ impl QConvI8 {
         // (The weights may be typed as a quantized i8: their bytes are read as plain i8.)
         let wb = w.as_bytes();
         let taps_n = kh * kw;
-        let mut w_i8: Vec<i8> = Vec::with_capacity(m * k);
-        for per_out in wb.chunks_exact(c * taps_n) {
-            for t in 0..taps_n {
-                w_i8.extend(per_out.iter().skip(t).step_by(taps_n).map(|&b| b as i8));
+        // One pass over the source bytes, each written to its place (`step_by` adaptors cost
+        // ~26 instructions per weight on aarch64: 26 M of the model's load).
+        let mut w_i8: Vec<i8> = vec![0; m * k];
+        for (per_out, dst) in wb.chunks_exact(c * taps_n).zip(w_i8.chunks_exact_mut(k)) {
+            for (ci, taps) in per_out.chunks_exact(taps_n).enumerate() {
+                for (t, &b) in taps.iter().enumerate() {
+                    dst[t * c + ci] = b as i8;
+                }
             }
         }
         let pairwise = if policy.pairwise_over(mmm.name()) {
