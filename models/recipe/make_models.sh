@@ -18,7 +18,10 @@ VENVS="${LOOKOUT_VENVS:-$WORK}"
 # The shipped INT8 form (see models/README.md "Measurements") and the onnxruntime-friendly
 # u8 form used only as the onnxruntime INT8 peer in comparisons (not shipped). The calibration
 # candidates are compared by the INT8 accuracy gate (step 5c); DEFAULT_FORM is the winner.
-DEFAULT_FORM="${DEFAULT_FORM:-hyb_pt_s8sym_pcth_cat_i2cs_fo_fq_pool_hs}"
+DEFAULT_FORM="${DEFAULT_FORM:-hyb_pt_s8sym_pcth_cat_fo_fq_pool_hs}"
+# The same form with the in-graph im2col (`i2cs`), as shipped until stop 26: kept at 320 as
+# tests/data/nanodet-g-320-int8-i2cs.onnx, the subject of the tests of lookout's im2col ops.
+I2CS_FORM=hyb_pt_s8sym_pcth_cat_i2cs_fo_fq_pool_hs
 CANDIDATES="${CANDIDATES:-minmax pct entropy pcth entropyh p4h p6h}"
 PEER_FORM=qdq_pc_u8
 cd "$WORK"
@@ -55,18 +58,18 @@ step "5. calibration + quantization + graph rewrites: $DEFAULT_FORM (shipped), c
 # Calibration on camera-like inputs (int8_forms.py samples(): the bundled clip's frames 2, 7, 12, …
 # and the scikit-image photos, letterboxed as lookout feeds them).
 forms=("$DEFAULT_FORM" "$PEER_FORM")
-for c in $CANDIDATES; do forms+=("hyb_pt_s8sym_${c}_cat_i2cs_fo_fq_pool"); done
+for c in $CANDIDATES; do forms+=("hyb_pt_s8sym_${c}_cat_fo_fq_pool"); done
 "$PY" "$RECIPE/int8_forms.py" nanodet_fp32.onnx forms "${forms[@]}" 2>&1 \
     | grep -v -E 'WARNING|Please consider|^\s*$' || true
 # 320x320: the same form, its declared input size rewritten, calibrated on 320x320 inputs.
 "$PY" "$RECIPE/set_input_size.py" nanodet_fp32.onnx nanodet_fp32_320.onnx 320 320 > /dev/null
-CALIB_SIZE=320 "$PY" "$RECIPE/int8_forms.py" nanodet_fp32_320.onnx forms320 "$DEFAULT_FORM" 2>&1 \
+CALIB_SIZE=320 "$PY" "$RECIPE/int8_forms.py" nanodet_fp32_320.onnx forms320 "$DEFAULT_FORM" "$I2CS_FORM" 2>&1 \
     | grep -v -E 'WARNING|Please consider|^\s*$' || true
 cp "forms320/nanodet_int8_$DEFAULT_FORM.onnx" forms/nanodet_int8_320.onnx
 
 step "5b. audit: every quantized tensor vs FP32 on camera-like frames; no ceiling on the scores"
 for c in $CANDIDATES; do
-  f="forms/nanodet_int8_hyb_pt_s8sym_${c}_cat_i2cs_fo_fq_pool.onnx"
+  f="forms/nanodet_int8_hyb_pt_s8sym_${c}_cat_fo_fq_pool.onnx"
   echo "-- $c"; "$PY" "$RECIPE/audit_qdq.py" nanodet_fp32.onnx "$f" > "audit-$c.log" || true
   grep -E '^output|AUDIT' "audit-$c.log"
 done
@@ -75,7 +78,7 @@ done
 
 step "5c. the INT8 accuracy gate (tests/int8_gate.rs, tract) on every candidate"
 gate_args=()
-for c in $CANDIDATES; do gate_args+=("forms/nanodet_int8_hyb_pt_s8sym_${c}_cat_i2cs_fo_fq_pool.onnx@416"); done
+for c in $CANDIDATES; do gate_args+=("forms/nanodet_int8_hyb_pt_s8sym_${c}_cat_fo_fq_pool.onnx@416"); done
 gate_args+=("forms/nanodet_int8_320.onnx@320")
 LOOKOUT_GATE_FP32="$WORK/nanodet_fp32.onnx" "$RECIPE/gate_forms.sh" "${gate_args[@]}" | tee gate.md
 
@@ -83,6 +86,7 @@ step "6. shipped files"
 cp nanodet_fp32.onnx "$MODELS/nanodet-g-416-fp32.onnx"
 cp "forms/nanodet_int8_$DEFAULT_FORM.onnx" "$MODELS/nanodet-g-416-int8.onnx"
 cp forms/nanodet_int8_320.onnx "$MODELS/nanodet-g-320-int8.onnx"
+cp "forms320/nanodet_int8_$I2CS_FORM.onnx" "$REPO/tests/data/nanodet-g-320-int8-i2cs.onnx"
 "$PY" -c "import sys; sys.path.insert(0, '$RECIPE'); from nanodet_common import COCO80; open('$MODELS/labels.txt', 'w').write('\n'.join(COCO80) + '\n')"
 cp package/LICENSE "$MODELS/LICENSE-MIT.human-models.txt"
 # The Apache-2.0 text as shipped in the onnx 1.23.2 wheel (onnx is Apache-2.0 itself).

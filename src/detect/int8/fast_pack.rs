@@ -398,6 +398,7 @@ pub(super) mod tests {
         for (file, size) in [
             ("models/nanodet-g-416-int8.onnx", 416),
             ("models/nanodet-g-320-int8.onnx", 320),
+            super::super::tests::I2CS_INT8,
         ] {
             let model = super::super::tests::optimized(file, size);
             let mut seen = 0;
@@ -448,8 +449,11 @@ pub(super) mod tests {
                 }
                 seen += 1;
             }
-            // 33 where every pack is one lookout writes; 25 on a CPU with AMX.
-            assert!(seen >= 20, "{file}: only {seen} int8 packs");
+            // With the in-graph im2col: 33 where every pack is one lookout writes, 25 on a CPU
+            // with AMX. Without (the shipped files): the six 1×1 convs' packs (tract lowers the
+            // 3×3 convs with its eager im2col, which packs itself).
+            let least = if file == super::super::tests::I2CS_INT8.0 { 20 } else { 6 };
+            assert!(seen >= least, "{file}: only {seen} int8 packs");
         }
     }
 }

@@ -133,11 +133,13 @@ mod tests {
     use super::*;
     use tract_onnx::tract_core::ops::array::Slice;
 
-    /// The shipped INT8 graph, typed: all 27 im2cols are taken, no pad or strided slice is
-    /// left for tract to optimize, and the graph shrinks by more than a third.
+    /// An INT8 graph with the recipe's in-graph im2col, typed: all 27 im2cols are taken, no
+    /// pad or strided slice is left for tract to optimize, and the graph shrinks by more than
+    /// a third.
     #[test]
     fn takes_every_im2col_of_the_typed_graph() {
-        let mut model = super::super::tests::typed("models/nanodet-g-416-int8.onnx", 416);
+        let (file, size) = super::super::tests::I2CS_INT8;
+        let mut model = super::super::tests::typed(file, size);
         let before = model.nodes().len();
         assert_eq!(install(&mut model).unwrap(), 27);
         let names: Vec<String> = model.nodes().iter().map(|n| n.op.name().into()).collect();

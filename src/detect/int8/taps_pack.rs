@@ -119,15 +119,13 @@ mod tests {
     use super::*;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
-    /// Every im2col → pack pair of both shipped INT8 models (as tract optimized them here):
-    /// the fused op's packed bytes against the two ops run one after the other, on random
-    /// inputs, on 1 and 2 threads.
+    /// Every im2col → pack pair of an INT8 model with the recipe's in-graph im2col (as tract
+    /// optimized it here): the fused op's packed bytes against the two ops run one after the
+    /// other, on random inputs, on 1 and 2 threads.
     #[test]
-    fn equals_taps_then_pack_on_the_shipped_models() {
-        for (file, size) in [
-            ("models/nanodet-g-416-int8.onnx", 416),
-            ("models/nanodet-g-320-int8.onnx", 320),
-        ] {
+    fn equals_taps_then_pack_on_an_in_graph_im2col_model() {
+        {
+            let (file, size) = super::super::tests::I2CS_INT8;
             let mut model = super::super::tests::optimized(file, size);
             super::super::install_stages(&mut model, true, false).expect("install");
             let ctx = EvalContext::out_of_plan();
