@@ -155,8 +155,7 @@ pub struct ModelInfo {
     /// Time to parse, type, optimize and plan the model.
     pub load_time: Duration,
     /// lookout's own int8 path in this model, e.g. "own int8 ops: 34 of 34 convs (kernel
-    /// arm64simd_mmm_i32_8x8_dot), 27 im2col concats (27 written by the convs), 28 lookup
-    /// tables, …" (`None` for a float model).
+    /// arm64simd_mmm_i32_8x8_dot), 28 lookup tables, …" (`None` for a float model).
     pub int8_path: Option<String>,
 }
 

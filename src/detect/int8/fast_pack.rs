@@ -452,7 +452,11 @@ pub(super) mod tests {
             // With the in-graph im2col: 33 where every pack is one lookout writes, 25 on a CPU
             // with AMX. Without (the shipped files): the six 1×1 convs' packs (tract lowers the
             // 3×3 convs with its eager im2col, which packs itself).
-            let least = if file == super::super::tests::I2CS_INT8.0 { 20 } else { 6 };
+            let least = if file == super::super::tests::I2CS_INT8.0 {
+                20
+            } else {
+                6
+            };
             assert!(seen >= least, "{file}: only {seen} int8 packs");
         }
     }

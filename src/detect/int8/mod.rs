@@ -84,8 +84,9 @@ pub struct Report {
 
 impl Report {
     /// One phrase for the model-load log line and `lookout bench`, e.g. "own int8 ops: 34 of
-    /// 34 convs (kernel …), 27 im2col concats (27 written by the convs), 28 lookup
-    /// tables, …" (with several kernels: "kernels A for 33, B for 1"; tract's, or lookout's `lookout_pairwise_i8_4x4`)
+    /// 34 convs (kernel …), 28 lookup tables, …", with "27 im2col concats (27 written by the
+    /// convs)" for a graph with an in-graph im2col (with several kernels: "kernels A for 33, B
+    /// for 1"; tract's, or lookout's `lookout_pairwise_i8_4x4`)
     /// (the kinds replaced at least once); `None` for a model without int8 packing (FP32,
     /// whose resizes are replaced all the same).
     pub fn describe(&self) -> Option<String> {
@@ -633,9 +634,8 @@ mod tests {
     #[test]
     fn shipped_int8_models_give_bit_identical_outputs_with_our_convolutions() {
         let policies = [qconv::KernelPolicy::Auto, qconv::KernelPolicy::Pairwise];
-        for ((file, size, i2c), policy) in ALL_INT8
-            .into_iter()
-            .flat_map(|f| policies.map(|p| (f, p)))
+        for ((file, size, i2c), policy) in
+            ALL_INT8.into_iter().flat_map(|f| policies.map(|p| (f, p)))
         {
             let x = input(size as usize);
             let theirs = optimized(file, size);
