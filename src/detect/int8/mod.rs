@@ -633,11 +633,16 @@ mod tests {
     /// aarch64, its portable twin elsewhere).
     #[test]
     fn shipped_int8_models_give_bit_identical_outputs_with_our_convolutions() {
-        // Four whole-model runs (each costs about a minute under qemu-aarch64 in CI): the
-        // pairwise kernel on the 320 file, tract's choice on all three.
+        // Whole-model runs cost about a minute each under qemu in CI: tract's choice on all
+        // three files, and the pairwise kernel on the 320 file where it is lookout's choice
+        // (aarch64: NEON) or cheap to run (x86: its portable twin). On 32-bit ARM lookout never
+        // picks it, and its portable code under qemu-arm would take minutes.
         let [big, small, i2cs] = ALL_INT8;
         let (auto, pairwise) = (qconv::KernelPolicy::Auto, qconv::KernelPolicy::Pairwise);
-        let runs = [(big, auto), (small, auto), (small, pairwise), (i2cs, auto)];
+        let mut runs = vec![(big, auto), (small, auto), (i2cs, auto)];
+        if !cfg!(target_arch = "arm") {
+            runs.push((small, pairwise));
+        }
         for ((file, size, i2c), policy) in runs {
             let x = input(size as usize);
             let theirs = optimized(file, size);
