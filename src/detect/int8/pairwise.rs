@@ -230,7 +230,7 @@ mod neon {
     /// length.
     pub(super) fn pack_columns(src: &Source, out: &mut [i8]) {
         let kbs = blocks(src.k, KB);
-        let stride = src.row_stride;
+        let (stride, nbs) = (src.row_stride, blocks(src.mn, NR));
         for kb in 0..kbs {
             let rows = (src.k - kb * KB).min(KB);
             for g in 0..src.mn.div_ceil(16) {
@@ -259,7 +259,7 @@ mod neon {
                 // contiguous bytes at depth block kb (the last ones may be past n_padded).
                 for (q, cols) in r.chunks_exact(NR).enumerate() {
                     let nb = p0 / NR + q;
-                    if nb * NR >= super::n_padded(src.mn) {
+                    if nb >= nbs {
                         break;
                     }
                     let at = (nb * kbs + kb) * BLOCK;

@@ -62,6 +62,25 @@ struct BandMemory {
     products: Option<Tensor>,
 }
 
+/// A [`QConvI8`]'s weights, packed once for the kernel that computes the products.
+#[derive(Debug, Clone)]
+enum Weights {
+    /// In tract's kernel's A format (its matmul computes them).
+    Tract(Arc<Box<dyn MMMInputValue>>),
+    /// For lookout's [`pairwise`] kernel (tract's then adds them and requantizes).
+    Pairwise(Arc<PackedWeights>),
+}
+
+impl PartialEq for Weights {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Weights::Tract(a), Weights::Tract(b)) => a.dyn_eq(&***b),
+            (Weights::Pairwise(a), Weights::Pairwise(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 /// Which matmul a [`QConvI8`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelPolicy {
@@ -116,10 +135,8 @@ pub struct QConvI8 {
     /// products and requantizes).
     mmm: Box<dyn MatMatMul>,
     packing: usize,
-    /// The weights, packed once in the kernel's A format (none with [`pairwise`]).
-    weights: Option<Arc<Box<dyn MMMInputValue>>>,
-    /// The weights packed for lookout's [`pairwise`] kernel, when it computes the products.
-    pairwise: Option<Arc<PackedWeights>>,
+    /// The weights, packed once for the kernel that computes the products.
+    weights: Weights,
     /// The kernel's B format and its panel layout (what [`pack::pack`] writes).
     b_format: Box<dyn MMMInputFormat>,
     b_layout: Layout,
@@ -149,11 +166,7 @@ impl PartialEq for QConvI8 {
             && self.y0 == other.y0
             && self.out_dt == other.out_dt
             && self.taps == other.taps
-            && self.pairwise == other.pairwise
-            && match (&self.weights, &other.weights) {
-                (Some(a), Some(b)) => a.dyn_eq(&***b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
+            && self.weights == other.weights
     }
 }
 impl Eq for QConvI8 {}
@@ -166,7 +179,9 @@ impl std::hash::Hash for QConvI8 {
         self.bias.hash(state);
         self.scaler.hash(state);
         self.taps.hash(state);
-        self.pairwise.hash(state);
+        if let Weights::Pairwise(w) = &self.weights {
+            w.hash(state);
+        }
     }
 }
 
@@ -394,16 +409,15 @@ impl QConvI8 {
                 }
             }
         }
-        let pairwise = if policy.pairwise_over(mmm.name()) {
-            PackedWeights::new(&w_i8, m, k).map(Arc::new)
-        } else {
-            None
-        };
+        let pairwise = policy
+            .pairwise_over(mmm.name())
+            .then(|| PackedWeights::new(&w_i8, m, k))
+            .flatten();
         let weights = match pairwise {
-            Some(_) => None,
+            Some(w) => Weights::Pairwise(Arc::new(w)),
             None => {
                 let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
-                Some(Arc::new(a_format.prepare_one(&w2, 1, 0).ok()?))
+                Weights::Tract(Arc::new(a_format.prepare_one(&w2, 1, 0).ok()?))
             }
         };
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
@@ -413,7 +427,6 @@ impl QConvI8 {
             mmm: mmm.clone(),
             packing,
             weights,
-            pairwise,
             b_format: b_format.clone(),
             b_layout,
             bias: Arc::new(Tensor::from_shape(&[m], &bias).ok()?),
@@ -429,7 +442,7 @@ impl QConvI8 {
 
     /// Whether the kernel fuses every step of the requantization (else tract keeps the conv).
     fn fusable(&self) -> bool {
-        let added = self.pairwise.is_none()
+        let added = matches!(self.weights, Weights::Tract(_))
             || self.mmm.can_fuse(&FusedSpec::AddUnicast(
                 // SAFETY: a spec built only to ask the kernel whether it fuses the step; it
                 // is never run.
@@ -458,9 +471,9 @@ impl QConvI8 {
 
     /// The name of the kernel that computes the products (for the load line).
     pub fn kernel_name(&self) -> &str {
-        match self.pairwise {
-            Some(_) => pairwise::NAME,
-            None => self.mmm.name(),
+        match self.weights {
+            Weights::Pairwise(_) => pairwise::NAME,
+            Weights::Tract(_) => self.mmm.name(),
         }
     }
 
@@ -511,10 +524,13 @@ impl QConvI8 {
             },
         };
         let view = TensorView::offsetting(out, &[b, 0, y0, 0])?;
-        if let Some(weights) = &self.pairwise {
-            let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
-            return self.band_pairwise(memory, weights, &source, &view, n);
-        }
+        let weights = match &self.weights {
+            Weights::Tract(w) => w,
+            Weights::Pairwise(w) => {
+                let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
+                return self.band_pairwise(memory, w, &source, &view, n);
+            }
+        };
         let pl = self.b_layout.panel_len(k);
         let panels = self.b_layout.panels(cols);
         let len = panels * pl;
@@ -551,10 +567,6 @@ impl QConvI8 {
             panel_bytes: pl,
             mn: cols,
         };
-        let weights = self
-            .weights
-            .as_ref()
-            .context("QConvI8: no weights for tract's kernel")?;
         let ran = self.run_kernel(
             &mut mem.scratch,
             FusedSpec::AddMatMul {
