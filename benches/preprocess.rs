@@ -8,10 +8,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lookout::detect::int8::quant::quantize;
 use lookout::frame::{Frame, GrayImage, PixelFormat};
 use lookout::preprocess::{
-    decode_jpeg_rgb, frame_to_gray, frame_to_tensor, Mapping, ResizeMode, Scratch, MEAN_BGR,
-    STD_BGR,
+    decode_jpeg_rgb, frame_to_gray, frame_to_input, frame_to_tensor, Mapping, ModelInput,
+    Quantization, ResizeMode, Scratch, MEAN_BGR, STD_BGR,
 };
 
 const INPUT: u32 = 416;
@@ -190,6 +191,48 @@ fn bench_tensor(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new("naive", format), &frame, |b, f| {
                 b.iter(|| naive(black_box(f), &mut out))
             });
+            if w == 640 {
+                // An int8 model's input (issue #11 stage 2): quantized in the fused loop, against
+                // the float tensor quantized afterwards (the graph's `QuantizeLinear` as lookout
+                // ran it before). The shipped files' input quantization.
+                let quant = Quantization {
+                    scale: 53.44,
+                    zero_point: 0,
+                };
+                let mut out_q = ModelInput::I8(vec![0; tensor_len], quant);
+                let mut bytes = vec![0i8; tensor_len];
+                g.bench_with_input(BenchmarkId::new("fused_int8", format), &frame, |b, f| {
+                    b.iter(|| {
+                        let r = frame_to_input(
+                            black_box(f),
+                            INPUT,
+                            INPUT,
+                            ResizeMode::Letterbox,
+                            &mut out_q,
+                            &mut scratch,
+                        );
+                        black_box(r.is_ok())
+                    })
+                });
+                g.bench_with_input(
+                    BenchmarkId::new("fused_then_quantize", format),
+                    &frame,
+                    |b, f| {
+                        b.iter(|| {
+                            let r = frame_to_tensor(
+                                black_box(f),
+                                INPUT,
+                                INPUT,
+                                ResizeMode::Letterbox,
+                                &mut out,
+                                &mut scratch,
+                            );
+                            quantize(&out, &mut bytes, quant.scale, quant.zero_point);
+                            black_box(r.is_ok())
+                        })
+                    },
+                );
+            }
         }
         g.finish();
     }

@@ -37,6 +37,62 @@ pub const MEAN_BGR: [f32; 3] = [103.53, 116.28, 123.675];
 /// Per-channel standard deviation, in B, G, R order.
 pub const STD_BGR: [f32; 3] = [57.375, 57.12, 58.395];
 
+/// The int8 model's input quantization, done here as the normalization's last step:
+/// `round_half_even(x · scale) + zero_point`, clamped to int8 — the graph's own
+/// `QuantizeLinear` (tract's form: `scale` is the reciprocal of the ONNX scale), moved out of
+/// the model by `crate::detect::int8::input`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantization {
+    /// The multiplier (1 / the ONNX scale).
+    pub scale: f32,
+    /// The zero point.
+    pub zero_point: i32,
+}
+
+/// A tensor element the fused loops can write: a float as computed, or that float quantized.
+trait Store: Copy + Default {
+    fn store(x: f32, q: Quantization) -> Self;
+}
+
+impl Store for f32 {
+    #[inline(always)]
+    fn store(x: f32, _: Quantization) -> f32 {
+        x
+    }
+}
+
+impl Store for i8 {
+    #[inline(always)]
+    fn store(x: f32, q: Quantization) -> i8 {
+        crate::detect::int8::quant::quantize_one(x, q.scale, q.zero_point)
+    }
+}
+
+/// One input tensor's buffer, in the type the model takes: floats, or int8 quantized by the
+/// preprocessing ([`Quantization`]). `crate::detect::Detector::new_input` makes the right one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelInput {
+    /// NCHW floats.
+    F32(Vec<f32>),
+    /// NCHW int8, each value the float quantized as given.
+    I8(Vec<i8>, Quantization),
+}
+
+impl ModelInput {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            ModelInput::F32(v) => v.len(),
+            ModelInput::I8(v, _) => v.len(),
+        }
+    }
+
+    /// True when it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Precomputed bilinear taps along one axis: for each output coordinate, the two source
 /// indices and the weight of the second one (fixed point, 0..=256).
 #[derive(Clone, Debug)]
@@ -86,6 +142,43 @@ pub fn rgb_to_tensor(
     mode: ResizeMode,
     out: &mut [f32],
 ) -> Result<Mapping, PreprocessError> {
+    let none = Quantization {
+        scale: 1.0,
+        zero_point: 0,
+    };
+    rgb_to_elems(rgb, (width, height), (input_w, input_h), mode, out, none)
+}
+
+/// [`rgb_to_tensor`] into `out` in the model's input type (quantized as it is written for an
+/// int8 model, as [`frame_to_input`]).
+///
+/// # Errors
+/// As [`rgb_to_tensor`].
+pub fn rgb_to_input(
+    rgb: &[u8],
+    width: u32,
+    height: u32,
+    input_w: u32,
+    input_h: u32,
+    mode: ResizeMode,
+    out: &mut ModelInput,
+) -> Result<Mapping, PreprocessError> {
+    let (size, input) = ((width, height), (input_w, input_h));
+    match out {
+        ModelInput::F32(v) => rgb_to_tensor(rgb, width, height, input_w, input_h, mode, v),
+        ModelInput::I8(v, q) => rgb_to_elems(rgb, size, input, mode, v, *q),
+    }
+}
+
+/// [`rgb_to_tensor`] for either element type.
+fn rgb_to_elems<T: Store>(
+    rgb: &[u8],
+    (width, height): (u32, u32),
+    (input_w, input_h): (u32, u32),
+    mode: ResizeMode,
+    out: &mut [T],
+    q: Quantization,
+) -> Result<Mapping, PreprocessError> {
     let need = width as usize * height as usize * 3;
     if width == 0 || height == 0 || rgb.len() < need {
         return Err(PreprocessError::BadInput {
@@ -105,7 +198,7 @@ pub fn rgb_to_tensor(
     let inner_w = ((width as f32 * map.scale_x).round() as usize).min(input_w as usize - x_off);
     let inner_h = ((height as f32 * map.scale_y).round() as usize).min(input_h as usize - y_off);
     // Black padding, normalized.
-    let pad: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
+    let pad: [T; 3] = std::array::from_fn(|c| T::store(-MEAN_BGR[c] / STD_BGR[c], q));
     for c in 0..3 {
         out[c * plane..(c + 1) * plane].fill(pad[c]);
     }
@@ -133,9 +226,9 @@ pub fn rgb_to_tensor(
                 (top * wy0 + bot * wy1) as f32
             };
             let i = row + ox;
-            out_r[i] = px(0) * a[2] + b[2];
-            out_g[i] = px(1) * a[1] + b[1];
-            out_b[i] = px(2) * a[0] + b[0];
+            out_r[i] = T::store(px(0) * a[2] + b[2], q);
+            out_g[i] = T::store(px(1) * a[1] + b[1], q);
+            out_b[i] = T::store(px(2) * a[0] + b[0], q);
         }
     }
     Ok(map)
@@ -460,6 +553,43 @@ pub fn frame_to_tensor(
     out: &mut [f32],
     scratch: &mut Scratch,
 ) -> Result<Mapping, PreprocessError> {
+    let none = Quantization {
+        scale: 1.0,
+        zero_point: 0,
+    };
+    frame_to_elems(frame, input_w, input_h, mode, out, none, scratch)
+}
+
+/// [`frame_to_tensor`] into `out` in the model's input type: for an int8 model each value is
+/// quantized as it is written (the graph's input quantization, done here: same float, same
+/// rounding, so the same bytes).
+///
+/// # Errors
+/// As [`frame_to_tensor`].
+pub fn frame_to_input(
+    frame: &Frame,
+    input_w: u32,
+    input_h: u32,
+    mode: ResizeMode,
+    out: &mut ModelInput,
+    scratch: &mut Scratch,
+) -> Result<Mapping, PreprocessError> {
+    match out {
+        ModelInput::F32(v) => frame_to_tensor(frame, input_w, input_h, mode, v, scratch),
+        ModelInput::I8(v, q) => frame_to_elems(frame, input_w, input_h, mode, v, *q, scratch),
+    }
+}
+
+/// [`frame_to_tensor`] for either element type.
+fn frame_to_elems<T: Store>(
+    frame: &Frame,
+    input_w: u32,
+    input_h: u32,
+    mode: ResizeMode,
+    out: &mut [T],
+    q: Quantization,
+    scratch: &mut Scratch,
+) -> Result<Mapping, PreprocessError> {
     check_tensor_args(frame, input_w, input_h, out.len())?;
     let (w, h) = (frame.width, frame.height);
     let map = Mapping::new(w, h, input_w, input_h, mode);
@@ -482,8 +612,8 @@ pub fn frame_to_tensor(
     let (out_g, out_r) = rest.split_at_mut(plane);
     let mut outs = [out_b, out_g, out_r];
     let iw = input_w as usize;
-    fill_padding(&mut outs, iw, (x_off, y_off), (inner_w, inner_h));
-    scratch.fuse(frame, lay, outs, iw, (x_off, y_off))?;
+    fill_padding(&mut outs, iw, (x_off, y_off), (inner_w, inner_h), q);
+    scratch.fuse(frame, lay, outs, iw, (x_off, y_off), q)?;
     Ok(map)
 }
 
@@ -517,15 +647,16 @@ fn check_tensor_args(
 }
 
 /// Fills the padding of each output plane (the bands outside the `inner` image placed at
-/// `off`; rows of `iw` floats) with the value black normalizes to.
-fn fill_padding(
-    outs: &mut [&mut [f32]; 3],
+/// `off`; rows of `iw` values) with the value black normalizes (and quantizes) to.
+fn fill_padding<T: Store>(
+    outs: &mut [&mut [T]; 3],
     iw: usize,
     (x_off, y_off): (usize, usize),
     (inner_w, inner_h): (usize, usize),
+    q: Quantization,
 ) {
     for (c, o) in outs.iter_mut().enumerate() {
-        let pad = -MEAN_BGR[c] / STD_BGR[c];
+        let pad = T::store(-MEAN_BGR[c] / STD_BGR[c], q);
         for (y, row) in o.chunks_exact_mut(iw).enumerate() {
             if y < y_off || y >= y_off + inner_h {
                 row.fill(pad);
@@ -571,13 +702,14 @@ impl Scratch {
 
     /// Samples the image part of the tensor with the taps of [`Scratch::set_taps`]: the fused
     /// colour-convert + resize + normalize loops ([`fused_yuv`], [`fused_rgb`]).
-    fn fuse(
+    fn fuse<T: Store>(
         &mut self,
         frame: &Frame,
         lay: Layout,
-        outs: [&mut [f32]; 3],
+        outs: [&mut [T]; 3],
         iw: usize,
         (x_off, y_off): (usize, usize),
+        q: Quantization,
     ) -> Result<(), PreprocessError> {
         // Split borrows: the sample buffer may live in scratch (decoded MJPEG).
         let mut rows = (
@@ -603,8 +735,8 @@ impl Scratch {
                         &mut blends,
                         outs,
                         iw,
-                        x_off,
-                        y_off,
+                        (x_off, y_off),
+                        q,
                     )
                 }
                 Layout::Rgb { w, .. } => fused_rgb(
@@ -616,8 +748,8 @@ impl Scratch {
                     &mut blends.0,
                     outs,
                     iw,
-                    x_off,
-                    y_off,
+                    (x_off, y_off),
+                    q,
                 ),
             }
         });
@@ -668,16 +800,16 @@ struct YuvPlanes {
 /// both chroma channels), a horizontal gather-and-blend per channel into f32 rows, then a
 /// contiguous convert-and-normalize loop.
 #[allow(clippy::too_many_arguments)]
-fn fused_yuv(
+fn fused_yuv<T: Store>(
     data: &[u8],
     planes: YuvPlanes,
     (y_cols, y_rows, c_cols, c_rows): TapRefs<'_>,
     (ry, ru, rv): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
     (by, bu, bv): &mut (Vec<u16>, Vec<u16>, Vec<u16>),
-    [out_b, out_g, out_r]: [&mut [f32]; 3],
+    [out_b, out_g, out_r]: [&mut [T]; 3],
     iw: usize,
-    x_off: usize,
-    y_off: usize,
+    (x_off, y_off): (usize, usize),
+    q: Quantization,
 ) {
     const INV: f32 = 1.0 / 65536.0;
     let inv_std: [f32; 3] = std::array::from_fn(|c| 1.0 / STD_BGR[c]);
@@ -731,9 +863,9 @@ fn fused_yuv(
             let r = (y + YUV_RV * v).clamp(0.0, 255.0);
             let g = (y + YUV_GU * u + YUV_GV * v).clamp(0.0, 255.0);
             let b = (y + YUV_BU * u).clamp(0.0, 255.0);
-            or[i] = r * inv_std[2] + bias[2];
-            og[i] = g * inv_std[1] + bias[1];
-            ob[i] = b * inv_std[0] + bias[0];
+            or[i] = T::store(r * inv_std[2] + bias[2], q);
+            og[i] = T::store(g * inv_std[1] + bias[1], q);
+            ob[i] = T::store(b * inv_std[0] + bias[0], q);
         }
     }
 }
@@ -741,17 +873,17 @@ fn fused_yuv(
 /// Packed RGB → tensor rows (also the path of decoded MJPEG): vertical blend of the RGB row,
 /// horizontal gather per channel, normalize.
 #[allow(clippy::too_many_arguments)]
-fn fused_rgb(
+fn fused_rgb<T: Store>(
     data: &[u8],
     row_len: usize,
     cols: &[ColTap],
     rows: &[RowTap],
     (rr, rg, rb): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
     blend: &mut Vec<u16>,
-    [out_b, out_g, out_r]: [&mut [f32]; 3],
+    [out_b, out_g, out_r]: [&mut [T]; 3],
     iw: usize,
-    x_off: usize,
-    y_off: usize,
+    (x_off, y_off): (usize, usize),
+    q: Quantization,
 ) {
     let a: [f32; 3] = std::array::from_fn(|c| 1.0 / (STD_BGR[c] * 65536.0));
     let bias: [f32; 3] = std::array::from_fn(|c| -MEAN_BGR[c] / STD_BGR[c]);
@@ -773,9 +905,9 @@ fn fused_rgb(
         let og = &mut out_g[start..start + inner_w];
         let or = &mut out_r[start..start + inner_w];
         for i in 0..inner_w {
-            or[i] = rr[i] * a[2] + bias[2];
-            og[i] = rg[i] * a[1] + bias[1];
-            ob[i] = rb[i] * a[0] + bias[0];
+            or[i] = T::store(rr[i] * a[2] + bias[2], q);
+            og[i] = T::store(rg[i] * a[1] + bias[1], q);
+            ob[i] = T::store(rb[i] * a[0] + bias[0], q);
         }
     }
 }

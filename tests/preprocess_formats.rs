@@ -10,9 +10,11 @@
 //! ≤ 0.5 level (≤ 0.01 for RGB24). Measured when written: GREY 0.49, 4:2:2 1.3, 4:2:0 3.5,
 //! MJPEG 2.0 levels max.
 
+use lookout::detect::int8::quant::quantize_portable;
 use lookout::frame::{Frame, GrayImage, PixelFormat};
 use lookout::preprocess::{
-    frame_to_gray, frame_to_tensor, rgb_to_tensor, PreprocessError, ResizeMode, Scratch, STD_BGR,
+    frame_to_gray, frame_to_input, frame_to_tensor, rgb_to_input, rgb_to_tensor, ModelInput,
+    PreprocessError, Quantization, ResizeMode, Scratch, STD_BGR,
 };
 
 const W: u32 = 96;
@@ -161,7 +163,8 @@ fn check(format: PixelFormat, grey_image: bool, max_tol: f32, mean_tol: f32, mod
     let m1 = frame_to_tensor(&f, IN, IN, mode, &mut got, &mut scratch);
     let m2 = rgb_to_tensor(&rgb, W, H, IN, IN, mode, &mut want);
     assert!(m1.is_ok() && m2.is_ok(), "{format}: {m1:?} {m2:?}");
-    assert_eq!(m1.ok(), m2.ok(), "{format}: mappings differ");
+    let (m1, m2) = (m1.ok(), m2.ok());
+    assert_eq!(m1, m2, "{format}: mappings differ");
     let (max, mean) = diff_levels(&got, &want);
     eprintln!("{format} {mode:?}: max {max:.3} levels, mean {mean:.3}");
     assert!(
@@ -172,6 +175,41 @@ fn check(format: PixelFormat, grey_image: bool, max_tol: f32, mean_tol: f32, mod
     let mut again = vec![0.0; n];
     assert!(frame_to_tensor(&f, IN, IN, mode, &mut again, &mut scratch).is_ok());
     assert_eq!(got, again, "{format}: scratch reuse changed the result");
+    // An int8 model's input, quantized as it is written: the bytes of the float tensor
+    // quantized afterwards (as the graph's own `QuantizeLinear` did), padding included. The
+    // shipped files' input quantization (scale 1/0.0187…, zero point 0), one with a zero
+    // point, and one coarse enough to clamp at both ends.
+    for (scale, zero_point) in [(53.44f32, 0), (40.0, -9), (100.0, 3)] {
+        let quant = Quantization { scale, zero_point };
+        let mut want_q = vec![0i8; n];
+        quantize_portable(&got, &mut want_q, scale, zero_point);
+        let mut got_q = ModelInput::I8(vec![0; n], quant);
+        let m3 = frame_to_input(&f, IN, IN, mode, &mut got_q, &mut scratch);
+        assert_eq!(m3.ok(), m2, "{format}: int8 mapping differs");
+        let mut want_rgb = vec![0i8; n];
+        quantize_portable(&want, &mut want_rgb, scale, zero_point);
+        let mut got_rgb = ModelInput::I8(vec![0; n], quant);
+        let m4 = rgb_to_input(&rgb, W, H, IN, IN, mode, &mut got_rgb);
+        assert_eq!(m4.ok(), m2, "{format}: int8 RGB mapping differs");
+        assert_eq!(
+            got_rgb,
+            ModelInput::I8(want_rgb, quant),
+            "{format} {mode:?}: int8 RGB input"
+        );
+        assert_eq!(
+            got_q,
+            ModelInput::I8(want_q, quant),
+            "{format} {mode:?}: int8 input differs from the float one quantized (scale \
+             {scale}, zero point {zero_point})"
+        );
+    }
+    let mut floats = ModelInput::F32(vec![0.0; n]);
+    assert!(frame_to_input(&f, IN, IN, mode, &mut floats, &mut scratch).is_ok());
+    assert_eq!(
+        floats,
+        ModelInput::F32(got),
+        "{format}: float input differs"
+    );
 }
 
 #[test]

@@ -21,7 +21,7 @@ pub use labels::COCO80;
 pub use nms::{nms, BBox, Detection};
 pub use profile::{OpProfile, OpTime};
 
-use crate::preprocess::{self, Mapping, ResizeMode};
+use crate::preprocess::{self, Mapping, ModelInput, ResizeMode};
 
 pub use embedded::{Choice, Embedded, Precision};
 
@@ -167,6 +167,8 @@ pub struct Detector {
     executor: Executor,
     info: ModelInfo,
     cfg: DetectorConfig,
+    /// Set when the model takes int8 quantized by the preprocessing.
+    input_quant: Option<int8::input::InputQuant>,
 }
 
 impl std::fmt::Debug for Detector {
@@ -443,6 +445,13 @@ impl Detector {
             .map_err(|e| wrong(format!("tract cannot optimize it: {}", first_line(&e))))?;
         let mut int8 = int8::install(&mut optimized).map_err(int8_wrong)?;
         int8.merge_early(early);
+        let input_quant =
+            int8::input::take_input_quantization(&mut optimized).map_err(int8_wrong)?;
+        if input_quant.is_some() {
+            // Counted among lookout's quantizations by `install`; now out of the graph.
+            int8.quantizes_ours = int8.quantizes_ours.saturating_sub(1);
+            int8.input_by_preprocessing = true;
+        }
         let plan = optimized
             .into_runnable()
             .map_err(|e| wrong(format!("tract cannot plan it: {}", first_line(&e))))?;
@@ -492,6 +501,7 @@ impl Detector {
             executor,
             info,
             cfg: cfg.clone(),
+            input_quant,
         })
     }
 
@@ -510,9 +520,38 @@ impl Detector {
         3 * self.info.input_w as usize * self.info.input_h as usize
     }
 
-    /// Runs the network on a preprocessed NCHW tensor and returns its six raw outputs.
+    /// A buffer for one input tensor in the type the model takes: int8 when its input
+    /// quantization was moved into the preprocessing
+    /// ([`preprocess::frame_to_input`] writes it), else floats.
+    pub fn new_input(&self) -> ModelInput {
+        match self.input_quant {
+            Some(q) => ModelInput::I8(vec![0; self.input_len()], q.quant),
+            None => ModelInput::F32(vec![0.0; self.input_len()]),
+        }
+    }
+
+    /// [`Detector::new_input`] holding `floats` (quantized for a model that takes int8, as
+    /// the preprocessing would have written them).
+    pub fn input_from_floats(&self, floats: &[f32]) -> ModelInput {
+        match self.input_quant {
+            Some(q) => {
+                let mut bytes = vec![0i8; floats.len()];
+                int8::quant::quantize(floats, &mut bytes, q.quant.scale, q.quant.zero_point);
+                ModelInput::I8(bytes, q.quant)
+            }
+            None => ModelInput::F32(floats.to_vec()),
+        }
+    }
+
+    /// The quantization the preprocessing applies to this model's input (`None`: floats).
+    pub fn input_quantization(&self) -> Option<preprocess::Quantization> {
+        self.input_quant.map(|q| q.quant)
+    }
+
+    /// Runs the network on a preprocessed NCHW tensor and returns its six raw outputs. For a
+    /// model that takes int8 the floats are quantized first (as the graph did).
     pub fn run_raw(&self, input: &[f32]) -> Result<RawOutputs, DetectError> {
-        self.run_raw_with(input, None)
+        self.run_tensor(self.float_tensor(input)?, None)
     }
 
     /// [`Detector::run_raw`], timing every node of the network into `profile` (by op name).
@@ -522,20 +561,70 @@ impl Detector {
         input: &[f32],
         profile: &mut OpProfile,
     ) -> Result<RawOutputs, DetectError> {
-        self.run_raw_with(input, Some(profile))
+        self.run_tensor(self.float_tensor(input)?, Some(profile))
     }
 
-    fn run_raw_with(
+    /// Runs the network on an input made by [`Detector::new_input`] and filled by the
+    /// preprocessing.
+    pub fn run_input(&self, input: &ModelInput) -> Result<RawOutputs, DetectError> {
+        self.run_tensor(self.input_tensor(input)?, None)
+    }
+
+    /// [`Detector::run_input`], timing every node into `profile` (see
+    /// [`Detector::run_raw_profiled`]).
+    pub fn run_input_profiled(
         &self,
-        input: &[f32],
-        profile: Option<&mut OpProfile>,
+        input: &ModelInput,
+        profile: &mut OpProfile,
     ) -> Result<RawOutputs, DetectError> {
-        let run_err = |e: TractError| DetectError::Run {
+        self.run_tensor(self.input_tensor(input)?, Some(profile))
+    }
+
+    fn run_err(&self, e: TractError) -> DetectError {
+        DetectError::Run {
             model: self.info.name.clone(),
             reason: first_line(&e),
-        };
+        }
+    }
+
+    /// The model's input tensor from floats: as they are, or quantized for an int8 input.
+    fn float_tensor(&self, input: &[f32]) -> Result<Tensor, DetectError> {
         let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
-        let tensor = Tensor::from_shape(&shape, input).map_err(run_err)?;
+        let t = match self.input_quant {
+            None => Tensor::from_shape(&shape, input),
+            Some(q) => {
+                let mut bytes = vec![0i8; input.len()];
+                int8::quant::quantize(input, &mut bytes, q.quant.scale, q.quant.zero_point);
+                int8::byte_tensor(&shape, bytes, q.dt)
+            }
+        };
+        t.map_err(|e| self.run_err(e))
+    }
+
+    /// The model's input tensor from a [`ModelInput`]; int8 values for a float model are an
+    /// error (a buffer made for another model).
+    fn input_tensor(&self, input: &ModelInput) -> Result<Tensor, DetectError> {
+        let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
+        match (input, self.input_quant) {
+            (ModelInput::F32(v), _) => self.float_tensor(v),
+            (ModelInput::I8(v, q), Some(want)) if *q == want.quant => {
+                int8::byte_tensor(&shape, v.clone(), want.dt).map_err(|e| self.run_err(e))
+            }
+            (ModelInput::I8(..), _) => Err(DetectError::Run {
+                model: self.info.name.clone(),
+                reason: "an int8 input tensor quantized for another model (make it with \
+                         Detector::new_input)"
+                    .into(),
+            }),
+        }
+    }
+
+    fn run_tensor(
+        &self,
+        tensor: Tensor,
+        profile: Option<&mut OpProfile>,
+    ) -> Result<RawOutputs, DetectError> {
+        let run_err = |e: TractError| self.run_err(e);
         let outputs = multithread_tract_scope(self.executor.clone(), || match profile {
             None => self.plan.run(tvec!(tensor.into())),
             Some(profile) => {
@@ -603,8 +692,8 @@ impl Detector {
         width: u32,
         height: u32,
     ) -> Result<Vec<Detection>, DetectError> {
-        let mut input = vec![0.0f32; self.input_len()];
-        let map = preprocess::rgb_to_tensor(
+        let mut input = self.new_input();
+        let map = preprocess::rgb_to_input(
             rgb,
             width,
             height,
@@ -613,7 +702,7 @@ impl Detector {
             self.cfg.resize,
             &mut input,
         )?;
-        self.detect_tensor(&input, &map)
+        Ok(self.postprocess(&self.run_input(&input)?, &map))
     }
 }
 

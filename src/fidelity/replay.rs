@@ -281,7 +281,7 @@ pub fn record_with(
         .unwrap_or(10.0);
     let labels = cfg.label_filter();
     let (w, h) = (det.info().input_w, det.info().input_h);
-    let mut input = vec![0.0f32; det.input_len()];
+    let mut input = det.new_input();
     let mut scratch = Scratch::default();
     let mut rec = Recording {
         fps,
@@ -301,9 +301,9 @@ pub fn record_with(
             .map_err(frame_err)?;
         let t1 = Instant::now();
         let map =
-            preprocess::frame_to_tensor(&frame, w, h, cfg.model.resize, &mut input, &mut scratch)
+            preprocess::frame_to_input(&frame, w, h, cfg.model.resize, &mut input, &mut scratch)
                 .map_err(frame_err)?;
-        let mut dets = det.detect_tensor(&input, &map)?;
+        let mut dets = det.postprocess(&det.run_input(&input)?, &map);
         if let Some(keep) = &labels {
             dets.retain(|d| keep.contains(&d.class_id));
         }

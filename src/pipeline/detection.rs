@@ -10,7 +10,7 @@ use crate::preprocess::{self, Scratch};
 
 pub(super) fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: ResizeMode) {
     let info = det.info().clone();
-    let mut input = vec![0.0f32; det.input_len()];
+    let mut input = det.new_input();
     let mut scratch = Scratch::default();
     loop {
         let frame = {
@@ -29,7 +29,7 @@ pub(super) fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: Re
         super::panics::working_on(frame.seq);
         super::panics::injected_panic("detection", frame.seq);
         let t0 = Instant::now();
-        let mapped = preprocess::frame_to_tensor(
+        let mapped = preprocess::frame_to_input(
             &frame,
             info.input_w,
             info.input_h,
@@ -44,7 +44,7 @@ pub(super) fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: Re
                 Duration::ZERO,
                 Duration::ZERO,
             ),
-            Ok(map) => match det.run_raw(&input) {
+            Ok(map) => match det.run_input(&input) {
                 Err(e) => (Err(e.to_string()), t1.elapsed(), Duration::ZERO),
                 Ok(raw) => {
                     let t2 = Instant::now();

@@ -23,6 +23,7 @@
 pub mod downsample;
 pub mod fast_pack;
 pub mod im2col;
+pub mod input;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
@@ -80,6 +81,9 @@ pub struct Report {
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
     pub sumpools_ours: usize,
+    /// The input's quantization taken out of the graph and done by the preprocessing
+    /// ([`input::take_input_quantization`]; set by the caller).
+    pub input_by_preprocessing: bool,
 }
 
 impl Report {
@@ -145,6 +149,9 @@ impl Report {
             if n > 0 {
                 parts.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
             }
+        }
+        if self.input_by_preprocessing {
+            parts.push("input quantized by the preprocessing".to_string());
         }
         let forced = if self.packs_ours == 0 && tract_packing_forced() {
             " (LOOKOUT_INT8_PACK=tract)"
@@ -451,7 +458,7 @@ mod tests {
         model.nodes().iter().filter(|n| n.op_is::<T>()).count()
     }
 
-    fn outputs(model: TypedModel, input: &Tensor) -> Vec<Tensor> {
+    pub(super) fn outputs(model: TypedModel, input: &Tensor) -> Vec<Tensor> {
         let plan = model.into_runnable().expect("plan");
         plan.run(tvec!(input.clone().into()))
             .expect("run")
@@ -461,7 +468,7 @@ mod tests {
     }
 
     /// A camera-like input: smooth gradients plus noise, in the model's value range.
-    fn input(size: usize) -> Tensor {
+    pub(super) fn input(size: usize) -> Tensor {
         let mut s = 12345u32;
         let data: Vec<f32> = (0..3 * size * size)
             .map(|i| {
@@ -477,7 +484,7 @@ mod tests {
     }
 
     /// The shipped INT8 files and their input sizes.
-    const SHIPPED_INT8: [(&str, u32); 2] = [
+    pub(super) const SHIPPED_INT8: [(&str, u32); 2] = [
         ("models/nanodet-g-416-int8.onnx", 416),
         ("models/nanodet-g-320-int8.onnx", 320),
     ];
@@ -595,7 +602,7 @@ mod tests {
     }
 
     /// The six outputs of two runs of a model, bit for bit.
-    fn same_outputs(file: &str, a: Vec<Tensor>, b: Vec<Tensor>) {
+    pub(super) fn same_outputs(file: &str, a: Vec<Tensor>, b: Vec<Tensor>) {
         {
             assert_eq!(a.len(), 6);
             for (i, (a, b)) in a.iter().zip(&b).enumerate() {

@@ -36,6 +36,12 @@ impl FastQuantize {
             }
         })
     }
+
+    /// tract's multiplier (the reciprocal of the ONNX scale), the zero point and the output's
+    /// type.
+    pub fn params(&self) -> (f32, i32, DatumType) {
+        (f32::from_bits(self.scale_bits), self.zero_point, self.dt)
+    }
 }
 
 /// Quantizes `src` into `dst` (same length): `round_half_even(x · scale) + zero_point`,
@@ -97,14 +103,21 @@ mod sse2 {
 /// The bounds-checked twin of [`quantize`] (and its tail), in a form the compiler vectorizes.
 pub fn quantize_portable(src: &[f32], dst: &mut [i8], scale: f32, zero_point: i32) {
     for (d, &x) in dst.iter_mut().zip(src) {
-        let v = x * scale;
-        let r = if v < 0.0 {
-            v - TOINT + TOINT
-        } else {
-            v + TOINT - TOINT
-        };
-        *d = (r as i32).wrapping_add(zero_point).clamp(-128, 127) as i8;
+        *d = quantize_one(x, scale, zero_point);
     }
+}
+
+/// One value of [`quantize`]: `round_half_even(x · scale) + zero_point`, clamped to int8
+/// (the preprocessing writes an int8 model's input with it, `crate::preprocess`).
+#[inline(always)]
+pub fn quantize_one(x: f32, scale: f32, zero_point: i32) -> i8 {
+    let v = x * scale;
+    let r = if v < 0.0 {
+        v - TOINT + TOINT
+    } else {
+        v + TOINT - TOINT
+    };
+    (r as i32).wrapping_add(zero_point).clamp(-128, 127) as i8
 }
 
 impl Op for FastQuantize {
