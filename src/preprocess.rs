@@ -49,6 +49,26 @@ pub struct Quantization {
     pub zero_point: i32,
 }
 
+/// 2²³: adding and subtracting it rounds an f32 of smaller magnitude to an integer, ties to
+/// even (the default rounding of every IEEE operation).
+const TOINT: f32 = 8_388_608.0;
+
+/// One value quantized: `round_half_even(x · scale) + zero_point`, clamped to int8 — tract's
+/// `quantize_linear_f32_i8` without the parts that cannot change an int8 result (a value of
+/// 2²³ or more in magnitude clamps to the same end either way; a zero of either sign is 0).
+/// The rounding of the int8 input written here and of `detect::int8::quant` (the graph's
+/// other quantizations; its tests compare it with tract's value by value).
+#[inline(always)]
+pub fn quantize_one(x: f32, scale: f32, zero_point: i32) -> i8 {
+    let v = x * scale;
+    let r = if v < 0.0 {
+        v - TOINT + TOINT
+    } else {
+        v + TOINT - TOINT
+    };
+    (r as i32).wrapping_add(zero_point).clamp(-128, 127) as i8
+}
+
 /// A tensor element the fused loops can write: a float as computed, or that float quantized.
 trait Store: Copy + Default {
     fn store(x: f32, q: Quantization) -> Self;
@@ -64,7 +84,7 @@ impl Store for f32 {
 impl Store for i8 {
     #[inline(always)]
     fn store(x: f32, q: Quantization) -> i8 {
-        crate::detect::int8::quant::quantize_one(x, q.scale, q.zero_point)
+        quantize_one(x, q.scale, q.zero_point)
     }
 }
 

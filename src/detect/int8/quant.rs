@@ -9,10 +9,6 @@ use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::quant::QuantizeLinearI8;
 
-/// 2²³: adding and subtracting it rounds an f32 of smaller magnitude to an integer, ties to
-/// even (the default rounding of every IEEE operation).
-const TOINT: f32 = 8_388_608.0;
-
 /// The op that replaces one `QuantizeLinearI8` of an f32 tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastQuantize {
@@ -103,21 +99,8 @@ mod sse2 {
 /// The bounds-checked twin of [`quantize`] (and its tail), in a form the compiler vectorizes.
 pub fn quantize_portable(src: &[f32], dst: &mut [i8], scale: f32, zero_point: i32) {
     for (d, &x) in dst.iter_mut().zip(src) {
-        *d = quantize_one(x, scale, zero_point);
+        *d = crate::preprocess::quantize_one(x, scale, zero_point);
     }
-}
-
-/// One value of [`quantize`]: `round_half_even(x · scale) + zero_point`, clamped to int8
-/// (the preprocessing writes an int8 model's input with it, `crate::preprocess`).
-#[inline(always)]
-pub fn quantize_one(x: f32, scale: f32, zero_point: i32) -> i8 {
-    let v = x * scale;
-    let r = if v < 0.0 {
-        v - TOINT + TOINT
-    } else {
-        v + TOINT - TOINT
-    };
-    (r as i32).wrapping_add(zero_point).clamp(-128, 127) as i8
 }
 
 impl Op for FastQuantize {
