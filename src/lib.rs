@@ -22,6 +22,7 @@ pub mod memory;
 pub mod output;
 pub mod pipeline;
 pub mod preprocess;
+pub mod quantize;
 pub mod schedule;
 pub mod service;
 pub mod source;

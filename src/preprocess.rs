@@ -49,29 +49,18 @@ pub struct Quantization {
     pub zero_point: i32,
 }
 
-/// 2²³: adding and subtracting it rounds an f32 of smaller magnitude to an integer, ties to
-/// even (the default rounding of every IEEE operation).
-const TOINT: f32 = 8_388_608.0;
-
-/// One value quantized: `round_half_even(x · scale) + zero_point`, clamped to int8 — tract's
-/// `quantize_linear_f32_i8` without the parts that cannot change an int8 result (a value of
-/// 2²³ or more in magnitude clamps to the same end either way; a zero of either sign is 0).
-/// The rounding of the int8 input written here and of `detect::int8::quant` (the graph's
-/// other quantizations; its tests compare it with tract's value by value).
-#[inline(always)]
-pub fn quantize_one(x: f32, scale: f32, zero_point: i32) -> i8 {
-    let v = x * scale;
-    let r = if v < 0.0 {
-        v - TOINT + TOINT
-    } else {
-        v + TOINT - TOINT
-    };
-    (r as i32).wrapping_add(zero_point).clamp(-128, 127) as i8
-}
-
 /// A tensor element the fused loops can write: a float as computed, or that float quantized.
+/// The loops compute each output row's floats first — into the output itself for `f32`, into
+/// a scratch row for `i8`, quantized into the output afterwards in one vectorized pass
+/// ([`crate::quantize::quantize`]): a value-by-value conversion inside the colour loop costs
+/// twice the whole float path (`benches/preprocess.rs`, `fused_int8`).
 trait Store: Copy + Default {
+    /// One value (the padding).
     fn store(x: f32, q: Quantization) -> Self;
+    /// Where a row of `out`'s floats is computed: `out` itself, or `tmp` sized to it.
+    fn floats<'a>(out: &'a mut [Self], tmp: &'a mut Vec<f32>) -> &'a mut [f32];
+    /// After the row's floats are in [`Store::floats`]: `tmp` quantized into `out` (`i8`).
+    fn finish(tmp: &[f32], out: &mut [Self], q: Quantization);
 }
 
 impl Store for f32 {
@@ -79,14 +68,36 @@ impl Store for f32 {
     fn store(x: f32, _: Quantization) -> f32 {
         x
     }
+
+    #[inline(always)]
+    fn floats<'a>(out: &'a mut [f32], _: &'a mut Vec<f32>) -> &'a mut [f32] {
+        out
+    }
+
+    #[inline(always)]
+    fn finish(_: &[f32], _: &mut [f32], _: Quantization) {}
 }
 
 impl Store for i8 {
     #[inline(always)]
     fn store(x: f32, q: Quantization) -> i8 {
-        quantize_one(x, q.scale, q.zero_point)
+        crate::quantize::quantize_one(x, q.scale, q.zero_point)
+    }
+
+    #[inline(always)]
+    fn floats<'a>(out: &'a mut [i8], tmp: &'a mut Vec<f32>) -> &'a mut [f32] {
+        tmp.resize(out.len(), 0.0);
+        &mut tmp[..]
+    }
+
+    #[inline(always)]
+    fn finish(tmp: &[f32], out: &mut [i8], q: Quantization) {
+        crate::quantize::quantize(tmp, out, q.scale, q.zero_point);
     }
 }
+
+/// Scratch rows for [`Store::floats`], one per output channel (B, G, R).
+type NormRows = [Vec<f32>; 3];
 
 /// One input tensor's buffer, in the type the model takes: floats, or int8 quantized by the
 /// preprocessing ([`Quantization`]). `crate::detect::Detector::new_input` makes the right one.
@@ -230,12 +241,21 @@ fn rgb_to_elems<T: Store>(
     let stride = width as usize * 3;
     let (out_b, rest) = out.split_at_mut(plane);
     let (out_g, out_r) = rest.split_at_mut(plane);
+    let [mut nb, mut ng, mut nr] = NormRows::default();
     for oy in 0..inner_h {
         let r0 = &rgb[ty.i0[oy] as usize * stride..][..stride];
         let r1 = &rgb[ty.i1[oy] as usize * stride..][..stride];
         let wy1 = ty.w1[oy] as u32;
         let wy0 = 256 - wy1;
         let row = (oy + y_off) * input_w as usize + x_off;
+        let ob = &mut out_b[row..row + inner_w];
+        let og = &mut out_g[row..row + inner_w];
+        let or = &mut out_r[row..row + inner_w];
+        let (fb, fg, fr) = (
+            T::floats(ob, &mut nb),
+            T::floats(og, &mut ng),
+            T::floats(or, &mut nr),
+        );
         for ox in 0..inner_w {
             let (x0, x1) = (tx.i0[ox] as usize * 3, tx.i1[ox] as usize * 3);
             let wx1 = tx.w1[ox] as u32;
@@ -245,11 +265,13 @@ fn rgb_to_elems<T: Store>(
                 let bot = r1[x0 + c] as u32 * wx0 + r1[x1 + c] as u32 * wx1;
                 (top * wy0 + bot * wy1) as f32
             };
-            let i = row + ox;
-            out_r[i] = T::store(px(0) * a[2] + b[2], q);
-            out_g[i] = T::store(px(1) * a[1] + b[1], q);
-            out_b[i] = T::store(px(2) * a[0] + b[0], q);
+            fr[ox] = px(0) * a[2] + b[2];
+            fg[ox] = px(1) * a[1] + b[1];
+            fb[ox] = px(2) * a[0] + b[0];
         }
+        T::finish(&nb, ob, q);
+        T::finish(&ng, og, q);
+        T::finish(&nr, or, q);
     }
     Ok(map)
 }
@@ -459,6 +481,7 @@ pub struct Scratch {
     blend_a: Vec<u16>,
     blend_b: Vec<u16>,
     blend_c: Vec<u16>,
+    norm: NormRows,
     decoded: Decoded,
     gray_key: Option<(Layout, u32, u32)>,
     gray_cols: Vec<(u32, u32)>,
@@ -742,6 +765,7 @@ impl Scratch {
             std::mem::take(&mut self.blend_b),
             std::mem::take(&mut self.blend_c),
         );
+        let mut norm = std::mem::take(&mut self.norm);
         let result = prepare(frame, &mut self.decoded).map(|(_, data)| {
             let taps = (&self.y_cols, &self.y_rows, &self.c_cols, &self.c_rows);
             match lay {
@@ -753,6 +777,7 @@ impl Scratch {
                         taps,
                         &mut rows,
                         &mut blends,
+                        &mut norm,
                         outs,
                         iw,
                         (x_off, y_off),
@@ -766,6 +791,7 @@ impl Scratch {
                     taps.1,
                     &mut rows,
                     &mut blends.0,
+                    &mut norm,
                     outs,
                     iw,
                     (x_off, y_off),
@@ -779,6 +805,7 @@ impl Scratch {
         self.blend_a = blends.0;
         self.blend_b = blends.1;
         self.blend_c = blends.2;
+        self.norm = norm;
         result
     }
 }
@@ -826,6 +853,7 @@ fn fused_yuv<T: Store>(
     (y_cols, y_rows, c_cols, c_rows): TapRefs<'_>,
     (ry, ru, rv): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
     (by, bu, bv): &mut (Vec<u16>, Vec<u16>, Vec<u16>),
+    [nb, ng, nr]: &mut NormRows,
     [out_b, out_g, out_r]: [&mut [T]; 3],
     iw: usize,
     (x_off, y_off): (usize, usize),
@@ -878,15 +906,19 @@ fn fused_yuv<T: Store>(
         let ob = &mut out_b[start..start + inner_w];
         let og = &mut out_g[start..start + inner_w];
         let or = &mut out_r[start..start + inner_w];
+        let (fb, fg, fr) = (T::floats(ob, nb), T::floats(og, ng), T::floats(or, nr));
         for i in 0..inner_w {
             let (y, u, v) = (ry[i] * YUV_Y, ru[i], rv[i]);
             let r = (y + YUV_RV * v).clamp(0.0, 255.0);
             let g = (y + YUV_GU * u + YUV_GV * v).clamp(0.0, 255.0);
             let b = (y + YUV_BU * u).clamp(0.0, 255.0);
-            or[i] = T::store(r * inv_std[2] + bias[2], q);
-            og[i] = T::store(g * inv_std[1] + bias[1], q);
-            ob[i] = T::store(b * inv_std[0] + bias[0], q);
+            fr[i] = r * inv_std[2] + bias[2];
+            fg[i] = g * inv_std[1] + bias[1];
+            fb[i] = b * inv_std[0] + bias[0];
         }
+        T::finish(nb, ob, q);
+        T::finish(ng, og, q);
+        T::finish(nr, or, q);
     }
 }
 
@@ -900,6 +932,7 @@ fn fused_rgb<T: Store>(
     rows: &[RowTap],
     (rr, rg, rb): &mut (Vec<f32>, Vec<f32>, Vec<f32>),
     blend: &mut Vec<u16>,
+    [nb, ng, nr]: &mut NormRows,
     [out_b, out_g, out_r]: [&mut [T]; 3],
     iw: usize,
     (x_off, y_off): (usize, usize),
@@ -924,11 +957,15 @@ fn fused_rgb<T: Store>(
         let ob = &mut out_b[start..start + inner_w];
         let og = &mut out_g[start..start + inner_w];
         let or = &mut out_r[start..start + inner_w];
+        let (fb, fg, fr) = (T::floats(ob, nb), T::floats(og, ng), T::floats(or, nr));
         for i in 0..inner_w {
-            or[i] = T::store(rr[i] * a[2] + bias[2], q);
-            og[i] = T::store(rg[i] * a[1] + bias[1], q);
-            ob[i] = T::store(rb[i] * a[0] + bias[0], q);
+            fr[i] = rr[i] * a[2] + bias[2];
+            fg[i] = rg[i] * a[1] + bias[1];
+            fb[i] = rb[i] * a[0] + bias[0];
         }
+        T::finish(nb, ob, q);
+        T::finish(ng, og, q);
+        T::finish(nr, or, q);
     }
 }
 

@@ -45,16 +45,19 @@ const TRACT_RULE: Rule = Rule {
     allowed: &["src/detect/"],
 };
 
-/// All `unsafe` is the V4L2 mmap queue's, the one `malloc_trim` call's, and lookout's own ops
-/// inside tract (`src/detect/int8/`: SIMD intrinsics, and tract's API for allocating packed
+/// All `unsafe` is the V4L2 mmap queue's, the one `malloc_trim` call's, the SSE2 float → int8
+/// quantization (`src/quantize.rs`, shared by the preprocessing and the int8 ops), and
+/// lookout's own ops inside tract (`src/detect/int8/`: SIMD intrinsics, and tract's API for allocating packed
 /// panels and labelling a tensor's datum type, which has no safe form). Each block has its
 /// SAFETY comment there, and the SIMD code a portable twin that tests compare against.
 const UNSAFE_RULE: Rule = Rule {
-    what: "unsafe code lives only in the V4L2 mmap queue, src/memory.rs and src/detect/int8/",
+    what: "unsafe code lives only in the V4L2 mmap queue, src/memory.rs, src/quantize.rs and \
+           src/detect/int8/",
     needles: &["unsafe {", "unsafe impl", "unsafe fn", "unsafe extern"],
     allowed: &[
         "src/source/v4l2/mmap.rs",
         "src/memory.rs",
+        "src/quantize.rs",
         "src/detect/int8/",
     ],
 };
