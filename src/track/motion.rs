@@ -205,6 +205,15 @@ impl BoxKalman {
         (self.axes[0].v, self.axes[1].v)
     }
 
+    /// Forgets the rate at which the box's width and height change. A detection's size
+    /// differs from the previous detection's by the detector's jitter (a person's box with or
+    /// without an arm, a bag) more than by real growth: kept as a size velocity, that jump
+    /// would go on growing or shrinking the box until the next detection.
+    pub fn stop_size_change(&mut self) {
+        self.axes[2].v = 0.0;
+        self.axes[3].v = 0.0;
+    }
+
     /// Standard deviation of the centre position (the larger of x and y), pixels.
     pub fn position_std(&self) -> f32 {
         self.axes[0].pxx.max(self.axes[1].pxx).sqrt()
@@ -307,6 +316,23 @@ mod tests {
         assert!(kf.velocity().0 > v_before);
         let (pxx, pxv, pvv) = (kf.axes[0].pxx, kf.axes[0].pxv, kf.axes[0].pvv);
         assert!(pxx * pvv >= pxv * pxv);
+    }
+
+    #[test]
+    fn a_detections_size_jump_is_not_extrapolated_once_stopped() {
+        let mut kf = BoxKalman::new(&square(0.0, 0.0, 20.0), PARAMS, 0.05);
+        kf.predict(5.0);
+        // The next detection is bigger (detector jitter) and further right (motion).
+        kf.anchor(&square(10.0, 0.0, 30.0), 0.03);
+        let mut jumpy = kf.clone();
+        kf.stop_size_change();
+        jumpy.predict(5.0);
+        kf.predict(5.0);
+        assert!(jumpy.bbox().width() > 30.5, "{}", jumpy.bbox().width());
+        assert!((kf.bbox().width() - 30.0).abs() < 1e-3);
+        // The centre's velocity is kept.
+        assert_eq!(kf.velocity(), jumpy.velocity());
+        assert!(kf.velocity().0 > 0.0);
     }
 
     #[test]
