@@ -49,6 +49,14 @@ pub struct Quantization {
     pub zero_point: i32,
 }
 
+impl Quantization {
+    /// Ignored by the float paths, which take no quantization.
+    const NONE: Quantization = Quantization {
+        scale: 1.0,
+        zero_point: 0,
+    };
+}
+
 /// A tensor element the fused loops can write: a float as computed, or that float quantized.
 /// The loops compute each output row's floats first — into the output itself for `f32`, into
 /// a scratch row for `i8`, quantized into the output afterwards in one vectorized pass
@@ -109,21 +117,6 @@ pub enum ModelInput {
     I8(Vec<i8>, Quantization),
 }
 
-impl ModelInput {
-    /// Number of values.
-    pub fn len(&self) -> usize {
-        match self {
-            ModelInput::F32(v) => v.len(),
-            ModelInput::I8(v, _) => v.len(),
-        }
-    }
-
-    /// True when it holds no value.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Precomputed bilinear taps along one axis: for each output coordinate, the two source
 /// indices and the weight of the second one (fixed point, 0..=256).
 #[derive(Clone, Debug)]
@@ -173,11 +166,8 @@ pub fn rgb_to_tensor(
     mode: ResizeMode,
     out: &mut [f32],
 ) -> Result<Mapping, PreprocessError> {
-    let none = Quantization {
-        scale: 1.0,
-        zero_point: 0,
-    };
-    rgb_to_elems(rgb, (width, height), (input_w, input_h), mode, out, none)
+    let (size, input) = ((width, height), (input_w, input_h));
+    rgb_to_elems(rgb, size, input, mode, out, Quantization::NONE)
 }
 
 /// [`rgb_to_tensor`] into `out` in the model's input type (quantized as it is written for an
@@ -596,11 +586,15 @@ pub fn frame_to_tensor(
     out: &mut [f32],
     scratch: &mut Scratch,
 ) -> Result<Mapping, PreprocessError> {
-    let none = Quantization {
-        scale: 1.0,
-        zero_point: 0,
-    };
-    frame_to_elems(frame, input_w, input_h, mode, out, none, scratch)
+    frame_to_elems(
+        frame,
+        input_w,
+        input_h,
+        mode,
+        out,
+        Quantization::NONE,
+        scratch,
+    )
 }
 
 /// [`frame_to_tensor`] into `out` in the model's input type: for an int8 model each value is

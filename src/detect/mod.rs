@@ -448,9 +448,7 @@ impl Detector {
         let input_quant =
             int8::input::take_input_quantization(&mut optimized).map_err(int8_wrong)?;
         if input_quant.is_some() {
-            // Counted among lookout's quantizations by `install`; now out of the graph.
-            int8.quantizes_ours = int8.quantizes_ours.saturating_sub(1);
-            int8.input_by_preprocessing = true;
+            int8.input_taken();
         }
         let plan = optimized
             .into_runnable()
@@ -534,18 +532,9 @@ impl Detector {
     /// the preprocessing would have written them).
     pub fn input_from_floats(&self, floats: &[f32]) -> ModelInput {
         match self.input_quant {
-            Some(q) => {
-                let mut bytes = vec![0i8; floats.len()];
-                int8::quant::quantize(floats, &mut bytes, q.quant.scale, q.quant.zero_point);
-                ModelInput::I8(bytes, q.quant)
-            }
+            Some(q) => ModelInput::I8(quantized(floats, q.quant), q.quant),
             None => ModelInput::F32(floats.to_vec()),
         }
-    }
-
-    /// The quantization the preprocessing applies to this model's input (`None`: floats).
-    pub fn input_quantization(&self) -> Option<preprocess::Quantization> {
-        self.input_quant.map(|q| q.quant)
     }
 
     /// Runs the network on a preprocessed NCHW tensor and returns its six raw outputs. For a
@@ -592,11 +581,7 @@ impl Detector {
         let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
         let t = match self.input_quant {
             None => Tensor::from_shape(&shape, input),
-            Some(q) => {
-                let mut bytes = vec![0i8; input.len()];
-                int8::quant::quantize(input, &mut bytes, q.quant.scale, q.quant.zero_point);
-                int8::byte_tensor(&shape, bytes, q.dt)
-            }
+            Some(q) => int8::byte_tensor(&shape, quantized(input, q.quant), q.dt),
         };
         t.map_err(|e| self.run_err(e))
     }
@@ -704,6 +689,13 @@ impl Detector {
         )?;
         Ok(self.postprocess(&self.run_input(&input)?, &map))
     }
+}
+
+/// `floats` quantized as the preprocessing writes an int8 model's input.
+fn quantized(floats: &[f32], q: preprocess::Quantization) -> Vec<i8> {
+    let mut bytes = vec![0i8; floats.len()];
+    int8::quant::quantize(floats, &mut bytes, q.scale, q.zero_point);
+    bytes
 }
 
 /// The first line of an engine error (tract chains long contexts).

@@ -165,6 +165,13 @@ impl Report {
 }
 
 impl Report {
+    /// The input's quantization, counted among lookout's by [`install`], was taken out of the
+    /// graph ([`input::take_input_quantization`]): the preprocessing does it now.
+    pub fn input_taken(&mut self) {
+        self.quantizes_ours = self.quantizes_ours.saturating_sub(1);
+        self.input_by_preprocessing = true;
+    }
+
     /// Adds what [`install_early`] did to this report of [`install`].
     pub fn merge_early(&mut self, early: Report) {
         self.taps_ours += early.taps_ours;
