@@ -552,6 +552,12 @@ impl Config {
         }
     }
 
+    /// The lowest score the detector keeps: `[tracker] continue_score` when that is below
+    /// `[model] threshold` (the tracker's weak detections, never reported), else the threshold.
+    pub fn detection_floor(&self) -> f32 {
+        self.tracker.continue_score.min(self.model.threshold)
+    }
+
     /// Class ids to report (`None` = all).
     pub fn label_filter(&self) -> Option<Vec<usize>> {
         if self.output.labels.is_empty() {

@@ -647,11 +647,24 @@ impl Detector {
 
     /// Decodes raw outputs into detections mapped to image pixels through `map`.
     pub fn postprocess(&self, raw: &RawOutputs, map: &Mapping) -> Vec<Detection> {
+        self.postprocess_down_to(raw, map, self.cfg.score_threshold)
+    }
+
+    /// [`Detector::postprocess`] keeping detections down to `floor` when that is below the
+    /// reporting threshold (the tracker's weak detections, `[tracker] continue_score`). NMS
+    /// keeps higher scores first, so the detections at or above the threshold are exactly
+    /// those [`Detector::postprocess`] returns.
+    pub fn postprocess_down_to(
+        &self,
+        raw: &RawOutputs,
+        map: &Mapping,
+        floor: f32,
+    ) -> Vec<Detection> {
         let cands = decode::decode(
             raw,
             self.info.input_w as usize,
             self.info.input_h as usize,
-            self.cfg.score_threshold,
+            floor.min(self.cfg.score_threshold),
         );
         let mut dets = nms(cands, self.cfg.iou_threshold, self.cfg.max_detections);
         for d in &mut dets {

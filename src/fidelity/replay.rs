@@ -51,6 +51,10 @@ pub struct Recording {
     pub frame_size: (u32, u32),
     /// The source's frame rate (10 fps when it says none).
     pub fps: f64,
+    /// The model's reporting threshold: `dets` above it are what the model reports; those at
+    /// or below it are weak detections (kept down to `[tracker] continue_score`), which only
+    /// the tracker sees.
+    pub threshold: f32,
 }
 
 impl Recording {
@@ -66,8 +70,14 @@ impl Recording {
         self.frames
             .iter()
             .map(|f| {
-                let primary = crate::track::duplicates(&f.dets, &vec![true; f.dets.len()]);
-                f.dets
+                let reported: Vec<Detection> = f
+                    .dets
+                    .iter()
+                    .filter(|d| d.score > self.threshold)
+                    .cloned()
+                    .collect();
+                let primary = crate::track::duplicates(&reported, &vec![true; reported.len()]);
+                reported
                     .iter()
                     .zip(primary)
                     .filter(|(_, p)| p.is_none())
@@ -91,6 +101,8 @@ struct SavedHeader {
     gray_time_s: f64,
     frame_size: (u32, u32),
     fps: f64,
+    #[serde(default)]
+    threshold: f32,
     frames: Vec<SavedFrame>,
 }
 
@@ -106,17 +118,18 @@ struct SavedFrame {
 }
 
 /// What a recording depends on besides the tracker: the source, the model and its settings,
-/// the gray plane's width, the label filter and the frame limit (the key [`Recording::save`]
-/// stores).
+/// the weak detections' floor, the gray plane's width, the label filter and the frame limit
+/// (the key [`Recording::save`] stores).
 pub fn recording_key(cfg: &Config, max_frames: Option<usize>) -> String {
     let m = &cfg.model;
     format!(
-        "{}|{}|{:?}|{:?}|{}|{}|{}|{:?}|{}|{:?}|{max_frames:?}",
+        "{}|{}|{:?}|{:?}|{}|{}|{}|{}|{:?}|{}|{:?}|{max_frames:?}",
         cfg.source.spec,
         m.file,
         m.precision,
         m.input_size,
         m.threshold,
+        cfg.detection_floor(),
         m.iou_threshold,
         m.max_detections,
         m.resize,
@@ -136,6 +149,7 @@ impl Recording {
             gray_time_s: self.gray_time.as_secs_f64(),
             frame_size: self.frame_size,
             fps: self.fps,
+            threshold: self.threshold,
             frames: self
                 .frames
                 .iter()
@@ -215,6 +229,7 @@ impl Recording {
             gray_time: Duration::try_from_secs_f64(header.gray_time_s).unwrap_or_default(),
             frame_size: header.frame_size,
             fps: header.fps,
+            threshold: header.threshold,
         }))
     }
 }
@@ -285,8 +300,10 @@ pub fn record_with(
     let mut scratch = Scratch::default();
     let mut rec = Recording {
         fps,
+        threshold: cfg.model.threshold,
         ..Recording::default()
     };
+    let floor = cfg.detection_floor();
     while let Some(frame) = src.next().map_err(src_err)? {
         if max_frames.is_some_and(|m| rec.frames.len() >= m) {
             break;
@@ -303,7 +320,7 @@ pub fn record_with(
         let map =
             preprocess::frame_to_input(&frame, w, h, cfg.model.resize, &mut input, &mut scratch)
                 .map_err(frame_err)?;
-        let mut dets = det.postprocess(&det.run_input(&input)?, &map);
+        let mut dets = det.postprocess_down_to(&det.run_input(&input)?, &map, floor);
         if let Some(keep) = &labels {
             dets.retain(|d| keep.contains(&d.class_id));
         }
@@ -382,7 +399,9 @@ pub fn simulate(
         t.drain_events();
         if let Some(cause) = planner.decide(&f.gray, &t, f.at) {
             planner.handed_out(cause, f.at);
-            let outcome = t.apply_detections(f.seq, &f.dets);
+            let (reported, mut weak) = crate::track::split_weak(f.dets.clone(), rec.threshold);
+            weak.retain(|d| d.score >= tracker.continue_score);
+            let outcome = t.apply_detection_round(f.seq, &reported, &weak);
             planner.applied(outcome.started);
             run.causes.add(cause);
             run.asked.push((k, cause));
@@ -495,6 +514,7 @@ mod tests {
             gray_time: Duration::from_millis(3),
             frame_size: (8, 6),
             fps: 10.0,
+            threshold: 0.35,
         }
     }
 
@@ -518,7 +538,10 @@ mod tests {
         assert_eq!(back.frames[1].gray.data, vec![9; 12]);
         assert_eq!(back.frames[0].dets, rec.frames[0].dets);
         assert_eq!(back.frames[1].at, Duration::from_millis(100));
-        assert_eq!((back.frame_size, back.fps), ((8, 6), 10.0));
+        assert_eq!(
+            (back.frame_size, back.fps, back.threshold),
+            ((8, 6), 10.0, 0.35)
+        );
         assert_eq!(back.detect_time, rec.detect_time);
         assert!(Recording::load("other clip|model", &path)
             .unwrap_or_else(|e| panic!("{e}"))

@@ -1,4 +1,5 @@
-//! The detector thread: the newest requested frame → tensor → model → detections.
+//! The detector thread: the newest requested frame → tensor → model → detections (down to
+//! `floor`: below the model's threshold they are the tracker's weak detections).
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,13 @@ use crate::detect::Detector;
 use crate::geom::ResizeMode;
 use crate::preprocess::{self, Scratch};
 
-pub(super) fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: ResizeMode) {
+pub(super) fn detect_loop(
+    det: &Detector,
+    hub: &Hub,
+    delay: Duration,
+    resize: ResizeMode,
+    floor: f32,
+) {
     let info = det.info().clone();
     let mut input = det.new_input();
     let mut scratch = Scratch::default();
@@ -48,7 +55,7 @@ pub(super) fn detect_loop(det: &Detector, hub: &Hub, delay: Duration, resize: Re
                 Err(e) => (Err(e.to_string()), t1.elapsed(), Duration::ZERO),
                 Ok(raw) => {
                     let t2 = Instant::now();
-                    let d = det.postprocess(&raw, &map);
+                    let d = det.postprocess_down_to(&raw, &map, floor);
                     (Ok(d), t2 - t1, t2.elapsed())
                 }
             },

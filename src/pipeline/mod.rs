@@ -270,12 +270,13 @@ fn spawn_detector(
     let det_core = parts.core_map.detect;
     let delay = opts.detect_delay;
     let resize = cfg.model.resize;
+    let floor = cfg.detection_floor();
     let det = Arc::clone(&parts.detector);
     std::thread::Builder::new()
         .name("lookout-detect".into())
         .spawn(move || {
             pin(det_core, "detector");
-            if let Err(p) = panics::guard(|| detect_loop(&det, &h, delay, resize)) {
+            if let Err(p) = panics::guard(|| detect_loop(&det, &h, delay, resize, floor)) {
                 panics::stop_everything(&h, p);
             }
             h.lock().detector_exited = true;

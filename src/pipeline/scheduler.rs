@@ -138,6 +138,8 @@ pub(super) struct Scheduler<'a> {
     track_width: u32,
     opts: &'a RunOptions,
     labels: Option<&'a [usize]>,
+    /// The model's reporting threshold: detections at or below it are weak (tracker only).
+    threshold: f32,
     // ── collaborators ──
     tracker: &'a mut Tracker,
     writer: Option<&'a mut TracksWriter>,
@@ -191,6 +193,7 @@ impl<'a> Scheduler<'a> {
             track_width: cfg.pipeline.track_width,
             opts,
             labels: None,
+            threshold: cfg.model.threshold,
             tracker,
             writer: None,
             supervisor: opts.notifier.as_deref().map(|n| n as &dyn Supervisor),
@@ -316,7 +319,8 @@ impl<'a> Scheduler<'a> {
                     if let Some(keep) = self.labels {
                         dets.retain(|d| keep.contains(&d.class_id));
                     }
-                    let outcome = self.tracker.apply_detections(r.seq, &dets);
+                    let (reported, weak) = crate::track::split_weak(dets, self.threshold);
+                    let outcome = self.tracker.apply_detection_round(r.seq, &reported, &weak);
                     self.planner.applied(outcome.started);
                 }
                 Err(e) => {
