@@ -170,10 +170,15 @@ impl Innermost {
             .chunks_exact(len_in)
             .zip(output.chunks_exact_mut(len_out))
         {
-            for (x, (d, t)) in dst.iter_mut().zip(taps).enumerate() {
-                if x >= x0 && x < x0 + 2 * pairs {
-                    continue;
-                }
+            // The outputs before and after the run, one by one.
+            let (before, rest) = dst.split_at_mut(x0.min(len_out));
+            let after = rest.get_mut(2 * pairs..).unwrap_or_default();
+            let ends = before.iter_mut().zip(taps).chain(
+                after
+                    .iter_mut()
+                    .zip(taps.get(x0 + 2 * pairs..).unwrap_or_default()),
+            );
+            for (d, t) in ends {
                 let mut acc = 0.0f32;
                 if t.n > 0 {
                     acc += t.weight[0] * src[t.index[0]];

@@ -266,13 +266,14 @@ impl FastUpsampleAdd {
         Some((op, x_source, y_source, last))
     }
 
-    /// Computes the output rows `first_row ..` that fill `dst` (whole rows of `w_out`),
-    /// writing each through `store(sums, row)`; false when an input is too short.
-    fn rows<T>(
+    /// Computes the output planes `first_plane ..` that fill `dst` (whole planes of `h_out ·
+    /// w_out`), writing each through `store(sums, plane)`; false when an input is too short.
+    /// A plane's floats stay in two scratch buffers of at most a few tens of KB.
+    fn planes<T>(
         &self,
         inputs: (&Source, &Source),
         plans: &(Vec<Taps2>, Innermost),
-        first_row: usize,
+        first_plane: usize,
         dst: &mut [T],
         store: impl Fn(&[f32], &mut [T]),
     ) -> bool {
@@ -281,29 +282,27 @@ impl FastUpsampleAdd {
         let [h_out, w_out] = self.out_hw;
         let (h_taps, w_plan) = plans;
         let (x, y) = inputs;
-        let mut column = vec![0f32; w_in];
-        let mut row = vec![0f32; w_out];
-        for (r, out) in dst.chunks_exact_mut(w_out).enumerate() {
-            let r = first_row + r;
-            let (plane, oy) = (r / h_out, r % h_out);
-            let Some(taps) = h_taps.get(oy) else {
-                return false;
-            };
+        let mut columns = vec![0f32; h_out * w_in];
+        let mut sums = vec![0f32; h_out * w_out];
+        for (p, out) in dst.chunks_exact_mut(h_out * w_out).enumerate() {
+            let plane = first_plane + p;
             // The outer axis, as `resample_axis`: 0.0, then `+= w · s` per tap in order.
-            column.fill(0.0);
-            for k in 0..taps.n {
-                let at = (plane * h_in + taps.index[k]) * w_in;
-                if !x.accumulate(at, taps.weight[k], &mut column) {
-                    return false;
+            for (column, taps) in columns.chunks_exact_mut(w_in).zip(h_taps) {
+                column.fill(0.0);
+                for k in 0..taps.n {
+                    let at = (plane * h_in + taps.index[k]) * w_in;
+                    if !x.accumulate(at, taps.weight[k], column) {
+                        return false;
+                    }
                 }
             }
-            // The innermost axis.
-            w_plan.rows(&column, &mut row);
+            // The innermost axis, every row of the plane.
+            w_plan.rows(&columns, &mut sums);
             // The add, operands in the graph's order.
-            if !y.add_to(r * w_out, self.resized_first, &mut row) {
+            if !y.add_to(plane * h_out * w_out, self.resized_first, &mut sums) {
                 return false;
             }
-            store(&row, out);
+            store(&sums, out);
         }
         true
     }
@@ -361,17 +360,21 @@ impl<'a> Source<'a> {
     /// false when out of range.
     fn add_to(&self, at: usize, resized_first: bool, row: &mut [f32]) -> bool {
         let n = row.len();
-        let add = |r: &mut f32, v: f32| *r = if resized_first { *r + v } else { v + *r };
-        match self {
-            Source::Float(v) => match v.get(at..at + n) {
-                Some(src) => row.iter_mut().zip(src).for_each(|(r, &s)| add(r, s)),
+        match (self, resized_first) {
+            (Source::Float(v), first) => match v.get(at..at + n) {
+                Some(src) if first => row.iter_mut().zip(src).for_each(|(r, &s)| *r += s),
+                Some(src) => row.iter_mut().zip(src).for_each(|(r, &s)| *r = s + *r),
                 None => return false,
             },
-            Source::Int8(v, scale, zp) => match v.get(at..at + n) {
+            (&Source::Int8(v, scale, zp), first) => match v.get(at..at + n) {
+                Some(src) if first => row
+                    .iter_mut()
+                    .zip(src)
+                    .for_each(|(r, &q)| *r += (q as i32 - zp) as f32 * scale),
                 Some(src) => row
                     .iter_mut()
                     .zip(src)
-                    .for_each(|(r, &q)| add(r, (q as i32 - zp) as f32 * scale)),
+                    .for_each(|(r, &q)| *r = (q as i32 - zp) as f32 * scale + *r),
                 None => return false,
             },
         }
@@ -410,12 +413,12 @@ impl EvalOp for FastUpsampleAdd {
             .context("FastUpsampleAdd: the resize plan is no longer one it computes")?;
         let sources = (&Source::new(x, self.x)?, &Source::new(y, self.y)?);
         let n: usize = shape.iter().product();
-        let w_out = self.out_hw[1];
+        let plane = self.out_hw[0] * self.out_hw[1];
         let out = match self.out {
             Output::Float => {
                 let mut out = vec![0f32; n];
-                let ok = super::par::for_chunks(&mut out, w_out, |first, dst| {
-                    self.rows(sources, &plans, first / w_out, dst, |s, d| {
+                let ok = super::par::for_chunks(&mut out, plane, |first, dst| {
+                    self.planes(sources, &plans, first / plane, dst, |s, d| {
                         d.copy_from_slice(s)
                     })
                 });
@@ -429,8 +432,8 @@ impl EvalOp for FastUpsampleAdd {
             } => {
                 let mut out = vec![0i8; n];
                 let multiplier = f32::from_bits(multiplier_bits);
-                let ok = super::par::for_chunks(&mut out, w_out, |first, dst| {
-                    self.rows(sources, &plans, first / w_out, dst, |s, d| {
+                let ok = super::par::for_chunks(&mut out, plane, |first, dst| {
+                    self.planes(sources, &plans, first / plane, dst, |s, d| {
                         quantize(s, d, multiplier, zero_point)
                     })
                 });
