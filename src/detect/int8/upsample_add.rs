@@ -1,9 +1,13 @@
-//! `FastUpsampleAdd`: the INT8 graphs' feature-pyramid step `Resize` (×2 bilinear) → `Add` →
-//! (`QuantizeLinear`), with the added tensor (and the resized one, when nothing else reads
-//! its dequantization) an int8 tensor that tract dequantizes first. tract writes a float
-//! tensor at each step (the 52×52×128 resize alone ≈ 1.5 ms of an x86 image); this op reads
-//! the int8 (or float) inputs and writes the int8 (or float) output, one output row at a time,
-//! with floats only in two scratch rows.
+//! `FastUpsampleAdd`: the INT8 graphs' feature-pyramid step `Resize` (×2 bilinear) → `Add`
+//! (→ `QuantizeLinear`), where the added tensor is an int8 tensor that tract dequantizes
+//! first, and so is the resized one when nothing else reads its dequantization. In the
+//! shipped graphs: `Resize__108` → `Add_86` (the resized floats a dequantization another
+//! node reads too, so read as they are; an int8 tensor dequantized added; float out, read by
+//! two nodes) and `Resize__112` → `Add_107` → its quantization (`Add_86`'s floats resized,
+//! an int8 tensor dequantized added, int8 out). tract writes a float tensor at each step (the
+//! 128×52×52 resize alone ≈ 1 ms of an x86 image); this op reads the int8 (or float) inputs
+//! and writes the int8 (or float) output one channel plane at a time, its floats in two
+//! scratch buffers of one plane (16 KB at the shipped shapes).
 //!
 //! Every value is the same float as tract's chain: the dequantization `(q − zp) as f32 ·
 //! scale` (tract's `DequantizeLinearF32`); the resize axis after axis as tract's `Resize`
@@ -358,6 +362,9 @@ impl<'a> Source<'a> {
 
     /// `row[i] = row[i] + value(at + i)` when `resized_first`, else `value(at + i) + row[i]`;
     /// false when out of range.
+    // `v + r` written as the graph has it (IEEE addition is commutative, so either order
+    // gives the same bits; the order is kept only to read like tract's chain).
+    #[allow(clippy::assign_op_pattern)]
     fn add_to(&self, at: usize, resized_first: bool, row: &mut [f32]) -> bool {
         let n = row.len();
         match (self, resized_first) {
