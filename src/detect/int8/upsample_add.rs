@@ -703,6 +703,70 @@ mod tests {
         assert_eq!(checked, 56);
     }
 
+    /// A tiny typed model `DQ(a) → Resize → Add(DQ(b)) → Quantize`, optimized by tract: the
+    /// chain becomes one op with the same bytes out; with `b`'s dequantization also a model
+    /// output (read twice), or a cubic resize, nothing is replaced.
+    #[test]
+    fn install_takes_exactly_the_chain() {
+        let (shape, out_shape) = ([1usize, 2, 5, 6], [1usize, 2, 10, 12]);
+        for (case, interpolator) in [
+            ("chain", Interpolator::Linear),
+            ("dq read twice", Interpolator::Linear),
+            ("cubic", Interpolator::Cubic),
+        ] {
+            let mut m = TypedModel::default();
+            let a = m.add_source("a", i8::fact(shape)).unwrap();
+            let b = m.add_source("b", i8::fact(out_shape)).unwrap();
+            let dq = |scale, zero_point| DequantizeLinearF32 { scale, zero_point };
+            let da = m.wire_node("da", dq(0.02, 3), &[a]).unwrap()[0];
+            let db = m.wire_node("db", dq(0.03, -2), &[b]).unwrap()[0];
+            let scales = m
+                .add_const("scales", tensor1(&[1f32, 1.0, 2.0, 2.0]))
+                .unwrap();
+            let resize = Resize {
+                coord_transformer: CoordTransformer::HalfPixel,
+                interpolator,
+                nearest: Nearest::Floor,
+                optional_scales_input: Some(1),
+                optional_sizes_input: None,
+            };
+            let r = m.wire_node("r", resize, &[da, scales]).unwrap()[0];
+            let add = tract_onnx::tract_core::ops::math::add();
+            let sum = m.wire_node("add", add, &[r, db]).unwrap()[0];
+            let q = QuantizeLinearI8 {
+                scale: 1.0 / 0.04,
+                zero_point: 1,
+            };
+            let q = m
+                .wire_node("q", ElementWiseOp(Box::new(q), None), &[sum])
+                .unwrap()[0];
+            let outputs = if case == "dq read twice" {
+                vec![q, db]
+            } else {
+                vec![q]
+            };
+            m.select_output_outlets(&outputs).unwrap();
+            let theirs = m.into_optimized().unwrap();
+            let mut ours = theirs.clone();
+            let report = super::super::install_with(&mut ours, true).unwrap();
+            let fused = ours
+                .nodes()
+                .iter()
+                .filter(|n| n.op_is::<FastUpsampleAdd>())
+                .count();
+            assert_eq!(fused, (case == "chain") as usize, "{case}");
+            assert_eq!(report.upsample_adds_ours, fused, "{case}");
+            let xa = Tensor::from_shape(&shape, &random_i8(60, 5)).unwrap();
+            let xb = Tensor::from_shape(&out_shape, &random_i8(240, 6)).unwrap();
+            let run = |m: TypedModel| {
+                let inputs = tvec!(xa.clone().into(), xb.clone().into());
+                let out = m.into_runnable().unwrap().run(inputs).unwrap();
+                out[0].to_plain_array_view::<i8>().unwrap().to_owned()
+            };
+            assert_eq!(run(theirs), run(ours), "{case}");
+        }
+    }
+
     /// A plan it does not compute (cubic: four taps) is refused, not run.
     #[test]
     fn refuses_cubic_plans() {
