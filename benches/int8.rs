@@ -7,6 +7,12 @@
 //! `int8_ops`: lookout's quantization and lookup-table ops against tract's, on tensors of the
 //! shipped graph's sizes (the pyramid's 128×52×52 float sum; a 32×104×104 activation).
 //!
+//! `int8_upsample_add`: the pyramid's upsample → add → quantize at the shipped 416 graph's
+//! shape (float 128×26×26 resized ×2, int8 128×52×52 added, int8 out): tract's ops one after
+//! the other (`tract`), the same chain with lookout's resize and quantization as the graph ran
+//! it before the fused op (`separate`), and lookout's `FastUpsampleAdd` (`lookout`). Same
+//! bytes (tests in `src/detect/int8/upsample_add.rs`).
+//!
 //! `int8_conv`: lookout's `QConvI8` against tract's own lowering of the same quantized
 //! convolution (both on tract's int8 kernels, one thread), at the shipped model's im2col
 //! geometries (1×1 with k = 9 × channels), a 1×1 head conv and the stem (3×3, stride 2, whose
@@ -28,11 +34,14 @@ use lookout::detect::int8::lut::FastLut;
 use lookout::detect::int8::pack::{pack, Source};
 use lookout::detect::int8::qconv::{window_conv_model, Window};
 use lookout::detect::int8::quant::FastQuantize;
+use lookout::detect::int8::resize::FastResize;
+use lookout::detect::int8::upsample_add::{FastUpsampleAdd, Operand, Output};
 use lookout::detect::{read_rgb_image, Detector, DetectorConfig, ModelSource};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{EvalContext, EvalOp, TypedOp};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
-use tract_onnx::tract_core::ops::quant::{LookupTable, QuantizeLinearI8};
+use tract_onnx::tract_core::ops::nn::resize::{CoordTransformer, Interpolator, Nearest, Resize};
+use tract_onnx::tract_core::ops::quant::{DequantizeLinearF32, LookupTable, QuantizeLinearI8};
 use tract_onnx::tract_core::tract_linalg::mmm::MMMInputFormat;
 use tract_onnx::tract_core::tract_linalg::pack::{PackedFormat, PackedI8K4};
 
@@ -172,6 +181,98 @@ fn bench_conv(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_upsample_add(c: &mut Criterion) {
+    let ctx = EvalContext::out_of_plan();
+    let mut g = c.benchmark_group("int8_upsample_add");
+    let (shape_in, shape_out) = ([1usize, 128, 26, 26], [1usize, 128, 52, 52]);
+    let n_in: usize = shape_in.iter().product();
+    let n_out: usize = shape_out.iter().product();
+    let xs: Vec<f32> = (0..n_in)
+        .map(|i| ((i % 613) as f32 - 306.0) * 0.004)
+        .collect();
+    let x = Tensor::from_shape(&shape_in, &xs)
+        .expect("tensor")
+        .into_tvalue();
+    let ys: Vec<i8> = (0..n_out).map(|i| (i * 37 % 256) as u8 as i8).collect();
+    let y = Tensor::from_shape(&shape_out, &ys)
+        .expect("tensor")
+        .into_tvalue();
+    let scales = Tensor::from_shape(&[4], &[1f32, 1.0, 2.0, 2.0])
+        .expect("tensor")
+        .into_tvalue();
+    let resize = Resize {
+        coord_transformer: CoordTransformer::HalfPixel,
+        interpolator: Interpolator::Linear,
+        nearest: Nearest::Floor,
+        optional_scales_input: Some(1),
+        optional_sizes_input: None,
+    };
+    let dq = DequantizeLinearF32 {
+        scale: 0.0051,
+        zero_point: 0,
+    };
+    let q = ElementWiseOp(
+        Box::new(QuantizeLinearI8 {
+            scale: 1.0 / 0.0054,
+            zero_point: 0,
+        }),
+        None,
+    );
+    let fact = f32::fact(shape_out);
+    let q_out = q.output_facts(&[&fact]).expect("facts").remove(0);
+    let our_q = FastQuantize::for_op(&q, &fact, &q_out).expect("taken");
+    let our_resize = FastResize::for_op(&resize, &f32::fact(shape_in)).expect("taken");
+    let add = tract_onnx::tract_core::ops::math::add();
+    let chain = |resize: &dyn EvalOp, quant: &dyn EvalOp| {
+        let yf = dq.eval(&ctx, tvec!(y.clone())).expect("dq").remove(0);
+        let r = resize
+            .eval(&ctx, tvec!(x.clone(), scales.clone()))
+            .expect("resize")
+            .remove(0);
+        let sum = add.eval(&ctx, tvec!(yf, r)).expect("add").remove(0);
+        quant.eval(&ctx, tvec!(sum)).expect("quantize")
+    };
+    let fused = FastUpsampleAdd::new(
+        &resize,
+        [2.0, 2.0],
+        &shape_in,
+        [52, 52],
+        (
+            Operand::Float,
+            Operand::Int8 {
+                scale_bits: dq.scale.to_bits(),
+                zero_point: 0,
+            },
+            false,
+        ),
+        Output::Int8 {
+            multiplier_bits: (1.0f32 / 0.0054).to_bits(),
+            zero_point: 0,
+            dt: DatumType::I8,
+        },
+    )
+    .expect("a plan it computes");
+    let ours = || {
+        fused
+            .eval(&ctx, tvec!(x.clone(), y.clone()))
+            .expect("fused")
+    };
+    assert_eq!(
+        chain(&resize, &q)[0]
+            .to_plain_array_view::<i8>()
+            .expect("i8"),
+        ours()[0].to_plain_array_view::<i8>().expect("i8"),
+        "the fused op and tract's chain differ"
+    );
+    g.throughput(Throughput::Elements(n_out as u64));
+    g.bench_function("tract", |b| b.iter(|| black_box(chain(&resize, &q))));
+    g.bench_function("separate", |b| {
+        b.iter(|| black_box(chain(&our_resize, &our_q)))
+    });
+    g.bench_function("lookout", |b| b.iter(|| black_box(ours())));
+    g.finish();
+}
+
 fn bench_model(c: &mut Criterion) {
     let photo = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/chelsea.jpg");
     let (rgb, w, h) = read_rgb_image(std::path::Path::new(photo)).expect("photo");
@@ -193,5 +294,12 @@ fn bench_model(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_pack, bench_ops, bench_conv, bench_model);
+criterion_group!(
+    benches,
+    bench_pack,
+    bench_ops,
+    bench_upsample_add,
+    bench_conv,
+    bench_model
+);
 criterion_main!(benches);

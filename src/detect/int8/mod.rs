@@ -5,6 +5,8 @@
 //! - [`downsample::FastDownsample`]: tract's strided slices (`Downsample`) of int8 tensors;
 //! - [`maxpool::FastMaxPoolI8`]: tract's `OptMaxPool` on int8;
 //! - [`resize::FastResize`]: tract's float `Resize` (in the FP32 graph too);
+//! - [`upsample_add::FastUpsampleAdd`]: the INT8 graphs' ×2 upsampling, the add that reads
+//!   it and the dequantizations and quantization around them, as one op;
 //! - [`im2col::FastIm2col`]: tract's eager int8 `Im2Col` (the stem convolution's patches);
 //! - [`quant::FastQuantize`]: tract's `QuantizeLinearI8` of float tensors;
 //! - [`lut::FastLut`]: tract's 8-bit `LookupTable` (NEON table lookups on aarch64);
@@ -36,6 +38,7 @@ pub mod sumpool;
 pub mod taps;
 pub mod taps_early;
 pub mod taps_pack;
+pub mod upsample_add;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
@@ -64,8 +67,12 @@ pub struct Report {
     pub downsamples_ours: usize,
     /// int8 max-pools now done by lookout.
     pub maxpools_ours: usize,
-    /// Float resizes now done by lookout (the FP32 model has them too).
+    /// Float resizes now done by lookout (the FP32 model has them too), those taken into an
+    /// upsample-add not counted.
     pub resizes_ours: usize,
+    /// Resize → add (→ quantize) chains of the INT8 graphs, with the int8 dequantizations they
+    /// read, now one [`upsample_add::FastUpsampleAdd`] each.
+    pub upsample_adds_ours: usize,
     /// In-graph im2col subgraphs (pad, slices, concat) now one lookout op each (those taken
     /// before optimization, [`install_early`], are added by the caller).
     pub taps_ours: usize,
@@ -77,7 +84,8 @@ pub struct Report {
     pub taps_packed: usize,
     /// In-graph im2cols written band by band by the [`qconv::QConvI8`] that reads them.
     pub taps_convs: usize,
-    /// Float-to-int8 quantizations now done by lookout.
+    /// Float-to-int8 quantizations now done by lookout (those taken into an upsample-add not
+    /// counted).
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
     pub sumpools_ours: usize,
@@ -145,6 +153,7 @@ impl Report {
             (self.maxpools_ours, "max-pool"),
             (self.sumpools_ours, "average pool"),
             (self.resizes_ours, "resize"),
+            (self.upsample_adds_ours, "upsample-add"),
         ] {
             if n > 0 {
                 parts.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
@@ -389,6 +398,14 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
         *model = std::mem::take(model).into_compact()?;
     }
+    if ours {
+        // The INT8 graphs' upsample → add (→ quantize) chains, their resizes and quantizations
+        // now lookout's, as one op each.
+        let (chains, _, quantizations) = upsample_add::install(model)?;
+        report.upsample_adds_ours = chains;
+        report.resizes_ours = report.resizes_ours.saturating_sub(chains);
+        report.quantizes_ours = report.quantizes_ours.saturating_sub(quantizations);
+    }
     if ours && fuse {
         report.taps_packed = fuse_taps_into_packs(model)?;
     }
@@ -591,6 +608,15 @@ mod tests {
                     .any(|n| n.op_is::<tract_onnx::tract_core::ops::array::Pad>()),
                 "{file}: a pad is left"
             );
+            // The pyramid's two upsample → add chains, one op each; no float resize left.
+            assert_eq!(report.upsample_adds_ours, 2, "{file}: upsample-adds");
+            assert_eq!(
+                count::<upsample_add::FastUpsampleAdd>(&ours),
+                2,
+                "{file}: upsample-adds in the plan"
+            );
+            assert_eq!(report.resizes_ours, 0, "{file}: resizes left alone");
+            assert_eq!(count::<resize::FastResize>(&ours), 0, "{file}: resizes");
             let down_n = count::<downsample::FastDownsample>(&ours);
             assert_eq!(
                 down_n, report.downsamples_ours,
@@ -700,6 +726,11 @@ mod tests {
                 count::<taps::FastTaps>(&ours),
                 0,
                 "{file}: im2cols in the plan"
+            );
+            assert_eq!(
+                count::<upsample_add::FastUpsampleAdd>(&ours),
+                2,
+                "{file}: upsample-adds in the plan"
             );
             let described = report.describe().expect("an int8 path");
             assert!(

@@ -17,6 +17,13 @@ pub struct FastResize {
 }
 
 impl FastResize {
+    /// tract's op this one stands in for.
+    pub fn resize(&self) -> &Resize {
+        &self.inner
+    }
+}
+
+impl FastResize {
     /// The replacement for `op` on an input of fact `input` (f32 only).
     pub fn for_op(op: &Resize, input: &TypedFact) -> Option<Self> {
         (input.datum_type == DatumType::F32).then(|| FastResize { inner: op.clone() })
@@ -79,46 +86,99 @@ impl FastResize {
 /// where the plan extrapolates (tract's Resize passes 0.0 as the extrapolation value).
 pub fn resample_innermost(input: &[f32], len_in: usize, plan: &AxisPlan, output: &mut [f32]) {
     let len_out = plan.extrapolated.len();
-    let window = plan.window;
-    if len_in == 0 || len_out == 0 || window == 0 {
+    if len_in == 0 || len_out == 0 || plan.window == 0 {
         return;
     }
-    if window <= 2 {
-        // Linear and nearest plans: each output's non-zero taps (at most two), in order,
-        // with their indices checked once here instead of per row.
-        let mut taps = vec![Taps2::default(); len_out];
-        for (((t, &extrapolated), indices), weights) in taps
-            .iter_mut()
-            .zip(&plan.extrapolated)
-            .zip(plan.indices.chunks_exact(window))
-            .zip(plan.weights.chunks_exact(window))
-        {
-            if extrapolated {
-                continue;
-            }
-            for (&i, &w) in indices.iter().zip(weights) {
-                if w != 0.0 {
-                    if i >= len_in {
-                        // Not a plan tract makes; the general loop below panics as tract would.
-                        return resample_general(input, len_in, plan, output);
-                    }
-                    t.index[t.n] = i;
-                    t.weight[t.n] = w;
-                    t.n += 1;
+    match Innermost::new(plan, len_in) {
+        Some(prepared) => prepared.rows(input, output),
+        None => resample_general(input, len_in, plan, output),
+    }
+}
+
+/// The non-zero taps (at most two, in the plan's order) of each output of an axis plan whose
+/// window is at most 2 (linear and nearest), their indices checked against `len_in`: `None`
+/// for any other plan (tract's own loop then runs, and panics where tract would).
+pub(super) fn taps2(plan: &AxisPlan, len_in: usize) -> Option<Vec<Taps2>> {
+    let (len_out, window) = (plan.extrapolated.len(), plan.window);
+    if window == 0 || window > 2 || plan.indices.len() < window * len_out {
+        return None;
+    }
+    let mut taps = vec![Taps2::default(); len_out];
+    for (((t, &extrapolated), indices), weights) in taps
+        .iter_mut()
+        .zip(&plan.extrapolated)
+        .zip(plan.indices.chunks_exact(window))
+        .zip(plan.weights.chunks_exact(window))
+    {
+        if extrapolated {
+            continue;
+        }
+        for (&i, &w) in indices.iter().zip(weights) {
+            if w != 0.0 {
+                if i >= len_in {
+                    return None;
                 }
+                t.index[t.n] = i;
+                t.weight[t.n] = w;
+                t.n += 1;
             }
+        }
+    }
+    Some(taps)
+}
+
+/// A linear or nearest plan of the innermost axis, prepared once for many rows: each output's
+/// taps, and the run of outputs that a ×2 upsampling computes as contiguous sums.
+#[derive(Clone, Debug)]
+pub(super) struct Innermost {
+    len_in: usize,
+    taps: Vec<Taps2>,
+    /// The first output of the periodic run and its number of output pairs (0: none).
+    x0: usize,
+    pairs: usize,
+}
+
+impl Innermost {
+    /// The prepared plan for rows of `len_in` values; `None` for a plan [`taps2`] refuses.
+    pub(super) fn new(plan: &AxisPlan, len_in: usize) -> Option<Self> {
+        let taps = taps2(plan, len_in)?;
+        let (x0, pairs) = periodic_run(&taps);
+        Some(Innermost {
+            len_in,
+            taps,
+            x0,
+            pairs,
+        })
+    }
+
+    /// The output length of a row.
+    pub(super) fn len_out(&self) -> usize {
+        self.taps.len()
+    }
+
+    /// Resamples each row of `len_in` values of `input` into a row of `output`, as tract's
+    /// `resample_axis` would along the innermost axis.
+    pub(super) fn rows(&self, input: &[f32], output: &mut [f32]) {
+        let (len_in, len_out, taps) = (self.len_in, self.taps.len(), &self.taps[..]);
+        if len_in == 0 || len_out == 0 {
+            return;
         }
         // A ×2 upsampling's interior repeats with period 2, every index one further along:
         // those outputs are then sums of contiguous runs (vectorized), the rest per output.
-        let (x0, pairs) = periodic_run(&taps);
+        let (x0, pairs) = (self.x0, self.pairs);
         for (src, dst) in input
             .chunks_exact(len_in)
             .zip(output.chunks_exact_mut(len_out))
         {
-            for (x, (d, t)) in dst.iter_mut().zip(&taps).enumerate() {
-                if x >= x0 && x < x0 + 2 * pairs {
-                    continue;
-                }
+            // The outputs before and after the run, one by one.
+            let (before, rest) = dst.split_at_mut(x0.min(len_out));
+            let after = rest.get_mut(2 * pairs..).unwrap_or_default();
+            let ends = before.iter_mut().zip(taps).chain(
+                after
+                    .iter_mut()
+                    .zip(taps.get(x0 + 2 * pairs..).unwrap_or_default()),
+            );
+            for (d, t) in ends {
                 let mut acc = 0.0f32;
                 if t.n > 0 {
                     acc += t.weight[0] * src[t.index[0]];
@@ -145,9 +205,7 @@ pub fn resample_innermost(input: &[f32], len_in: usize, plan: &AxisPlan, output:
                 }
             }
         }
-        return;
     }
-    resample_general(input, len_in, plan, output)
 }
 
 /// The longest run of output pairs from `x0` whose two-tap sums repeat with every index one
@@ -183,11 +241,14 @@ fn periodic_run(taps: &[Taps2]) -> (usize, usize) {
 }
 
 /// Up to two non-zero taps of one output: `n` of them, in the plan's order.
-#[derive(Clone, Copy, Default, PartialEq)]
-struct Taps2 {
-    n: usize,
-    index: [usize; 2],
-    weight: [f32; 2],
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Taps2 {
+    /// How many of the taps are used (0 where the plan extrapolates or weighs all taps 0).
+    pub(super) n: usize,
+    /// The input indices of the taps.
+    pub(super) index: [usize; 2],
+    /// Their weights.
+    pub(super) weight: [f32; 2],
 }
 
 /// [`resample_innermost`] for any plan: every tap looked up per output.
