@@ -87,8 +87,7 @@ impl FastMaxPoolI8 {
         if shape.len() != 4 || out_shape.len() != 4 || shape[..2] != out_shape[..2] {
             return None;
         }
-        // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
-        let src: Vec<i8> = input.as_bytes().iter().map(|&b| b as i8).collect();
+        let bytes = input.as_bytes();
         let pad = match self.pad {
             Pad::Before(p) => p,
             Pad::Same { upper } => [0, 1].map(|a| {
@@ -107,13 +106,31 @@ impl FastMaxPoolI8 {
             pad,
         };
         let mut out = vec![0i8; out_shape.iter().product()];
-        max_pool(
-            &src,
-            [shape[0] * shape[1], shape[2], shape[3]],
-            &mut out,
-            [out_shape[2], out_shape[3]],
-            geo,
-        )?;
+        let (plane_in, plane_out) = (shape[2] * shape[3], out_shape[2] * out_shape[3]);
+        if bytes.len() != shape.iter().product::<usize>() {
+            return None;
+        }
+        // Whole planes per chunk, side by side on the model's threads.
+        let ok = super::par::for_chunks(&mut out, plane_out.max(1), |first, dst| {
+            let p0 = first / plane_out.max(1);
+            let planes = dst.len() / plane_out.max(1);
+            let Some(chunk) = bytes.get(p0 * plane_in..(p0 + planes) * plane_in) else {
+                return false;
+            };
+            // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
+            let src: Vec<i8> = chunk.iter().map(|&b| b as i8).collect();
+            max_pool(
+                &src,
+                [planes, shape[2], shape[3]],
+                dst,
+                [out_shape[2], out_shape[3]],
+                geo,
+            )
+            .is_some()
+        });
+        if !ok {
+            return None;
+        }
         super::byte_tensor(out_shape, out, input.datum_type()).ok()
     }
 }
@@ -237,6 +254,7 @@ impl TypedOp for FastMaxPoolI8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tract_linalg::multithread::{multithread_tract_scope, Executor};
     use tract_onnx::tract_core::ops::cnn::PoolSpec;
 
     /// A `MaxPool` as tract declares it, for the tests' reference.
@@ -274,6 +292,10 @@ mod tests {
         let ctx = EvalContext::out_of_plan();
         let want = op.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
         let got = ours.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
+        // On two threads too (planes split between them once the output is large enough).
+        let got2 = multithread_tract_scope(Executor::multithread(2), || {
+            ours.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap()
+        });
         assert_eq!(
             want[0].shape(),
             got[0].shape(),
@@ -291,6 +313,7 @@ mod tests {
             v(&got[0]),
             "{shape:?} {kernel:?} {stride:?} {pad:?}"
         );
+        assert_eq!(v(&want[0]), v(&got2[0]), "2 threads, {shape:?}");
     }
 
     #[test]
@@ -314,5 +337,12 @@ mod tests {
                 }
             }
         }
+        // The stem's pool at its size (above the parallel threshold: planes on two threads).
+        run_both(
+            [1, 8, 208, 208],
+            [3, 3],
+            [2, 2],
+            PaddingSpec::Explicit(tvec!(1, 1), tvec!(1, 1)),
+        );
     }
 }

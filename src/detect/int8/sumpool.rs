@@ -65,38 +65,63 @@ impl FastSumPool {
             None
         };
         let mut out = vec![0f32; n * c * oh * ow];
-        for (plane, dst) in src
-            .chunks_exact(h * w)
-            .zip(out.chunks_exact_mut((oh * ow).max(1)))
-        {
-            for (oy, drow) in dst.chunks_exact_mut(ow.max(1)).enumerate() {
-                let rows = &plane[oy * sy * w..(oy * sy + kh) * w];
-                if kh == 2 && kw == 2 {
-                    let (r0, r1) = rows.split_at(w);
-                    for (ox, d) in drow.iter_mut().enumerate() {
-                        let x = ox * sx;
-                        let sum = [r0[x], r0[x + 1], r1[x], r1[x + 1]]
-                            .into_iter()
-                            .sum::<f32>();
-                        *d = div.map_or(sum, |q| sum * q);
-                    }
-                } else {
-                    for (ox, d) in drow.iter_mut().enumerate() {
-                        let x = ox * sx;
-                        let sum = rows
-                            .chunks_exact(w)
-                            .flat_map(|r| &r[x..x + kw])
-                            .copied()
-                            .sum::<f32>();
-                        *d = div.map_or(sum, |q| sum * q);
-                    }
+        // Whole planes per chunk, side by side on the model's threads.
+        let unit = (oh * ow).max(1);
+        let ok = super::par::for_chunks(&mut out, unit, |first, dst| {
+            match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
+                Some(planes) => {
+                    sum_planes(planes, [h, w], dst, [oh, ow], [kh, kw], [sy, sx], div);
+                    true
                 }
+                None => false,
             }
-        }
+        });
+        ensure!(ok, "FastSumPool: planes out of range");
         let shape = [n, c, oh, ow];
         Ok(Some(
             tract_ndarray::ArrayD::from_shape_vec(&shape[..], out)?.into_tensor(),
         ))
+    }
+}
+
+/// The sums (times `div`, when given) of `kh × kw` windows at strides `sy`, `sx` over the
+/// row-major `h × w` planes of `src`, into the `oh × ow` planes of `out`, in tract's order.
+fn sum_planes(
+    src: &[f32],
+    [h, w]: [usize; 2],
+    out: &mut [f32],
+    [oh, ow]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [sy, sx]: [usize; 2],
+    div: Option<f32>,
+) {
+    for (plane, dst) in src
+        .chunks_exact(h * w)
+        .zip(out.chunks_exact_mut((oh * ow).max(1)))
+    {
+        for (oy, drow) in dst.chunks_exact_mut(ow.max(1)).enumerate() {
+            let rows = &plane[oy * sy * w..(oy * sy + kh) * w];
+            if kh == 2 && kw == 2 {
+                let (r0, r1) = rows.split_at(w);
+                for (ox, d) in drow.iter_mut().enumerate() {
+                    let x = ox * sx;
+                    let sum = [r0[x], r0[x + 1], r1[x], r1[x + 1]]
+                        .into_iter()
+                        .sum::<f32>();
+                    *d = div.map_or(sum, |q| sum * q);
+                }
+            } else {
+                for (ox, d) in drow.iter_mut().enumerate() {
+                    let x = ox * sx;
+                    let sum = rows
+                        .chunks_exact(w)
+                        .flat_map(|r| &r[x..x + kw])
+                        .copied()
+                        .sum::<f32>();
+                    *d = div.map_or(sum, |q| sum * q);
+                }
+            }
+        }
     }
 }
 
@@ -132,6 +157,7 @@ impl TypedOp for FastSumPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tract_linalg::multithread::{multithread_tract_scope, Executor};
 
     /// Against tract's `OptSumPool`, bit for bit: 2×2/2 as in the shipped graphs, 3×3/1,
     /// 3×2/2 on odd sizes, normalized or not, with values whose sums round differently by
@@ -145,6 +171,8 @@ mod tests {
             ([2, 2, 7, 9], [2, 2], [2, 2]),
             ([1, 2, 7, 9], [3, 3], [1, 1]),
             ([1, 1, 9, 6], [3, 2], [2, 2]),
+            // Above the parallel threshold: planes on two threads (below).
+            ([1, 8, 96, 96], [2, 2], [2, 2]),
         ] {
             for normalize in [true, false] {
                 let spec = tract_onnx::tract_core::ops::cnn::PoolSpec {
@@ -175,7 +203,10 @@ mod tests {
                     .collect();
                 let x = Tensor::from_shape(&shape, &data).unwrap();
                 let want = theirs.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
-                let got = ours.eval(&ctx, tvec!(x.into_tvalue())).unwrap();
+                let got = ours.eval(&ctx, tvec!(x.clone().into_tvalue())).unwrap();
+                let got2 = multithread_tract_scope(Executor::multithread(2), || {
+                    ours.eval(&ctx, tvec!(x.into_tvalue())).unwrap()
+                });
                 assert_eq!(want[0].shape(), got[0].shape());
                 let bits = |t: &TValue| -> Vec<u32> {
                     t.to_plain_array_view::<f32>()
@@ -189,9 +220,10 @@ mod tests {
                     bits(&got[0]),
                     "{shape:?} {kernel:?} {normalize}"
                 );
+                assert_eq!(bits(&want[0]), bits(&got2[0]), "2 threads, {shape:?}");
                 checked += 1;
             }
         }
-        assert_eq!(checked, 8);
+        assert_eq!(checked, 10);
     }
 }
