@@ -243,7 +243,6 @@ fn bench_upsample_add(c: &mut Criterion) {
                 scale_bits: dq.scale.to_bits(),
                 zero_point: 0,
             },
-            false,
         ),
         Output::Int8 {
             multiplier_bits: (1.0f32 / 0.0054).to_bits(),

@@ -12,8 +12,9 @@
 //! Every value is the same float as tract's chain: the dequantization `(q − zp) as f32 ·
 //! scale` (tract's `DequantizeLinearF32`); the resize axis after axis as tract's `Resize`
 //! (the outer axis as `resample_axis`: `0.0`, then `+= w · s` per non-zero tap in order; the
-//! innermost by [`super::resize`]'s prepared plan, which reproduces it); the add with its
-//! operands in the graph's order; the quantization by the shared rounding helper that
+//! innermost by [`super::resize`]'s prepared plan, which reproduces it); the add (IEEE
+//! addition is commutative, so the graph's operand order gives the same bits either way); the
+//! quantization by the shared rounding helper that
 //! [`super::quant::FastQuantize`] uses.
 
 use tract_onnx::tract_core::internal::*;
@@ -75,8 +76,6 @@ pub struct FastUpsampleAdd {
     x: Operand,
     /// The added input.
     y: Operand,
-    /// The add reads the resize as its first operand (`resized + y`), else `y + resized`.
-    resized_first: bool,
     out: Output,
     /// tract's resize, whose plans for the two innermost axes this op follows.
     resize: Resize,
@@ -90,21 +89,20 @@ pub struct FastUpsampleAdd {
 impl FastUpsampleAdd {
     /// The op for `resize` (linear or nearest, both innermost axes resampled with the given
     /// scales, every other axis kept) from `shape_in` to its two innermost lengths `out_hw`,
-    /// `resized + y` when `resized_first` (else `y + resized`); `None` for a shape or plan it
+    /// with `inputs` = (the resized operand, the added operand); `None` for a shape or plan it
     /// does not compute.
     pub fn new(
         resize: &Resize,
         scales: [f32; 2],
         shape_in: &[usize],
         out_hw: [usize; 2],
-        inputs: (Operand, Operand, bool),
+        inputs: (Operand, Operand),
         out: Output,
     ) -> Option<Self> {
-        let (x, y, resized_first) = inputs;
+        let (x, y) = inputs;
         let op = FastUpsampleAdd {
             x,
             y,
-            resized_first,
             out,
             resize: resize.clone(),
             scale_bits: scales.map(f32::to_bits),
@@ -264,7 +262,7 @@ impl FastUpsampleAdd {
             [scales[rank - 2], scales[rank - 1]],
             &shape_in,
             hw,
-            (x, y, add_inlet.slot == 0),
+            (x, y),
             out,
         )?;
         Some((op, x_source, y_source, last))
@@ -302,8 +300,8 @@ impl FastUpsampleAdd {
             }
             // The innermost axis, every row of the plane.
             w_plan.rows(&columns, &mut sums);
-            // The add, operands in the graph's order.
-            if !y.add_to(plane * h_out * w_out, self.resized_first, &mut sums) {
+            // The add.
+            if !y.add_to(plane * h_out * w_out, &mut sums) {
                 return false;
             }
             store(&sums, out);
@@ -353,40 +351,36 @@ impl<'a> Source<'a> {
                 Some(src) => acc
                     .iter_mut()
                     .zip(src)
-                    .for_each(|(a, &q)| *a += w * ((q as i32 - zp) as f32 * scale)),
+                    .for_each(|(a, &q)| *a += w * dequantize(q, *scale, *zp)),
                 None => return false,
             },
         }
         true
     }
 
-    /// `row[i] = row[i] + value(at + i)` when `resized_first`, else `value(at + i) + row[i]`;
-    /// false when out of range.
-    // `v + r` written as the graph has it (IEEE addition is commutative, so either order
-    // gives the same bits; the order is kept only to read like tract's chain).
-    #[allow(clippy::assign_op_pattern)]
-    fn add_to(&self, at: usize, resized_first: bool, row: &mut [f32]) -> bool {
+    /// `row[i] += value(at + i)` (the value dequantized first); false when out of range.
+    fn add_to(&self, at: usize, row: &mut [f32]) -> bool {
         let n = row.len();
-        match (self, resized_first) {
-            (Source::Float(v), first) => match v.get(at..at + n) {
-                Some(src) if first => row.iter_mut().zip(src).for_each(|(r, &s)| *r += s),
-                Some(src) => row.iter_mut().zip(src).for_each(|(r, &s)| *r = s + *r),
+        match self {
+            Source::Float(v) => match v.get(at..at + n) {
+                Some(src) => row.iter_mut().zip(src).for_each(|(r, &s)| *r += s),
                 None => return false,
             },
-            (&Source::Int8(v, scale, zp), first) => match v.get(at..at + n) {
-                Some(src) if first => row
-                    .iter_mut()
-                    .zip(src)
-                    .for_each(|(r, &q)| *r += (q as i32 - zp) as f32 * scale),
+            Source::Int8(v, scale, zp) => match v.get(at..at + n) {
                 Some(src) => row
                     .iter_mut()
                     .zip(src)
-                    .for_each(|(r, &q)| *r = (q as i32 - zp) as f32 * scale + *r),
+                    .for_each(|(r, &q)| *r += dequantize(q, *scale, *zp)),
                 None => return false,
             },
         }
         true
     }
+}
+
+/// tract's `DequantizeLinearF32` of one value: `(q − zero_point) as f32 · scale`.
+fn dequantize(q: i8, scale: f32, zero_point: i32) -> f32 {
+    (q as i32 - zero_point) as f32 * scale
 }
 
 impl Op for FastUpsampleAdd {
@@ -667,7 +661,6 @@ mod tests {
                                     Operand::Float
                                 },
                                 Operand::of_dequantize(&dq.1),
-                                resized_first,
                             ),
                             out,
                         )
@@ -786,7 +779,7 @@ mod tests {
             [2.0, 2.0],
             &[1, 2, 4, 4],
             [8, 8],
-            (int8, int8, true),
+            (int8, int8),
             Output::Float
         )
         .is_none());
