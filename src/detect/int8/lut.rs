@@ -34,8 +34,14 @@ impl FastLut {
         )
     }
 
-    fn table(&self) -> Option<&[u8; 256]> {
+    /// The 256 output bytes, indexed by the input byte.
+    pub fn table(&self) -> Option<&[u8; 256]> {
         self.table.as_slice().try_into().ok()
+    }
+
+    /// The type of the bytes looked up (and of the output).
+    pub fn datum_type(&self) -> DatumType {
+        self.dt
     }
 }
 

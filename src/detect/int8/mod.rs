@@ -78,6 +78,9 @@ pub struct Report {
     pub taps_ours: usize,
     /// 8-bit lookup tables (the INT8 graphs' activations) now done by lookout.
     pub luts_ours: usize,
+    /// Of those, the tables applied by the [`qconv::QConvI8`] they follow, band by band
+    /// ([`qconv::QConvI8::with_lut`]).
+    pub luts_in_convs: usize,
     /// Eager int8 patch packings (`Im2Col`, the stem) now done by lookout.
     pub im2cols_ours: usize,
     /// In-graph im2cols packed row by row without the whole tensor in between.
@@ -145,9 +148,20 @@ impl Report {
                 }
             ));
         }
+        if self.luts_ours > 0 {
+            parts.push(format!(
+                "{} lookup table{}{}",
+                self.luts_ours,
+                if self.luts_ours == 1 { "" } else { "s" },
+                if self.luts_in_convs > 0 {
+                    format!(" ({} in the convs)", self.luts_in_convs)
+                } else {
+                    String::new()
+                }
+            ));
+        }
         for (n, what) in [
             (self.im2cols_ours, "eager im2col"),
-            (self.luts_ours, "lookup table"),
             (self.quantizes_ours, "quantization"),
             (self.downsamples_ours, "strided slice"),
             (self.maxpools_ours, "max-pool"),
@@ -409,7 +423,64 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
     if ours && fuse {
         report.taps_packed = fuse_taps_into_packs(model)?;
     }
+    if ours && !lut_fusion_off() {
+        report.luts_in_convs = fuse_luts_into_convs(model)?;
+    }
     Ok(report)
+}
+
+/// True when the environment keeps the lookup tables as ops of their own
+/// (`LOOKOUT_INT8_LUT=separate`; for comparisons).
+pub fn lut_fusion_off() -> bool {
+    std::env::var("LOOKOUT_INT8_LUT").is_ok_and(|v| v == "separate")
+}
+
+/// Replaces every [`lut::FastLut`] that is the only reader of a [`qconv::QConvI8`]'s output
+/// by that convolution with the table applied band by band ([`qconv::QConvI8::with_lut`]);
+/// returns how many.
+fn fuse_luts_into_convs(model: &mut TypedModel) -> TractResult<usize> {
+    // One pair at a time: a fused convolution may read the table replaced just before it
+    // (conv → table → conv → table), whose outlet the patch moves to the new node.
+    let mut fused = 0;
+    while let Some((id, source, op)) = next_lut_after_conv(model)? {
+        let node = model.node(id);
+        TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
+        fused += 1;
+    }
+    if fused > 0 {
+        *model = std::mem::take(model).into_compact()?;
+    }
+    Ok(fused)
+}
+
+/// The first [`lut::FastLut`] that is the only reader of a [`qconv::QConvI8`]'s output (not
+/// a model output): its node, the convolution's input and the fused op.
+fn next_lut_after_conv(
+    model: &TypedModel,
+) -> TractResult<Option<(usize, OutletId, qconv::QConvI8)>> {
+    let outputs = model.output_outlets()?;
+    for node in model.nodes() {
+        let Some(lut) = node.op_as::<lut::FastLut>() else {
+            continue;
+        };
+        let &[outlet] = &*node.inputs else {
+            continue;
+        };
+        let producer = model.node(outlet.node);
+        let Some(conv) = producer.op_as::<qconv::QConvI8>() else {
+            continue;
+        };
+        let &[source] = &*producer.inputs else {
+            continue;
+        };
+        if model.outlet_successors(outlet).len() != 1 || outputs.contains(&outlet) {
+            continue;
+        }
+        if let Some(op) = conv.with_lut(lut) {
+            return Ok(Some((node.id, source, op)));
+        }
+    }
+    Ok(None)
 }
 
 /// Replaces every `FastPackI8` that is the only reader of a `FastTaps` by one
@@ -717,6 +788,16 @@ mod tests {
             let mut ours = ours.into_optimized().expect("optimize");
             let mut report = install_with(&mut ours, true).expect("install");
             report.merge_early(early);
+            assert_eq!(
+                (report.luts_ours, report.luts_in_convs),
+                (28, 28),
+                "{file}: every lookup table applied by the conv it follows"
+            );
+            assert_eq!(
+                count::<lut::FastLut>(&ours),
+                0,
+                "{file}: a table left alone"
+            );
             assert_eq!(
                 count::<qconv::QConvI8>(&ours),
                 34,

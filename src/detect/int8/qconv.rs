@@ -37,6 +37,7 @@ use tract_onnx::tract_core::tract_linalg::mmm::{
 use tract_onnx::tract_core::tract_linalg::{BinOp, MmmDispatch, Scaler, WeightType};
 
 use super::fast_pack::{layout_of, PANEL_SLACK};
+use super::lut::{lookup_in_place, FastLut};
 use super::pack::{self, Layout, Source};
 use super::pairwise::{self, PackedWeights};
 use super::taps::FastTaps;
@@ -153,6 +154,10 @@ pub struct QConvI8 {
     /// When the convolution reads an in-graph im2col: the taps, written band by band (the
     /// op's input is then the taps' input).
     taps: Option<FastTaps>,
+    /// The 8-bit lookup table (the graph's LeakyReLU, [`FastLut`]) that followed the
+    /// convolution, applied to each band's output right after the kernel stored it, while it
+    /// is in cache ([`QConvI8::with_lut`]).
+    lut: Option<Box<[u8; 256]>>,
 }
 
 impl PartialEq for QConvI8 {
@@ -167,6 +172,7 @@ impl PartialEq for QConvI8 {
             && self.out_dt == other.out_dt
             && self.taps == other.taps
             && self.weights == other.weights
+            && self.lut == other.lut
     }
 }
 impl Eq for QConvI8 {}
@@ -179,6 +185,7 @@ impl std::hash::Hash for QConvI8 {
         self.bias.hash(state);
         self.scaler.hash(state);
         self.taps.hash(state);
+        self.lut.hash(state);
         if let Weights::Pairwise(w) = &self.weights {
             w.hash(state);
         }
@@ -436,8 +443,27 @@ impl QConvI8 {
             hi: Arc::new(tensor0(i8::MAX as i32)),
             out_dt: out_fact.datum_type,
             taps,
+            lut: None,
         };
         op.fusable().then_some(op)
+    }
+
+    /// This convolution followed by `lut` (which read its output and nothing else), as one
+    /// op: each band looked up in place right after the kernel stored it. `None` when the
+    /// table does not apply to this output (another type, or a table already there).
+    pub fn with_lut(&self, lut: &FastLut) -> Option<Self> {
+        if self.lut.is_some() || lut.datum_type() != self.out_dt {
+            return None;
+        }
+        Some(QConvI8 {
+            lut: Some(Box::new(*lut.table()?)),
+            ..self.clone()
+        })
+    }
+
+    /// Whether a lookup table runs after the kernel ([`QConvI8::with_lut`]).
+    pub fn has_lut(&self) -> bool {
+        self.lut.is_some()
     }
 
     /// Whether the kernel fuses every step of the requantization (else tract keeps the conv).
@@ -486,8 +512,46 @@ impl QConvI8 {
     }
 
     /// One band: output rows `y0..y0 + rows` of batch item `b` (`[b, y0, rows]`), of an input
-    /// whose matmul shape is `k × h·w` (`[k, h, w]`), written into `out`.
+    /// whose matmul shape is `k × h·w` (`[k, h, w]`), written into `out`, then looked up in
+    /// the op's table when it has one.
     fn band(
+        &self,
+        mem: &mut BandMemory,
+        src: &[u8],
+        out: &Tensor,
+        [b, y0, rows]: [usize; 3],
+        [k, h, w]: [usize; 3],
+    ) -> TractResult<()> {
+        self.band_products(mem, src, out, [b, y0, rows], [k, h, w])?;
+        let Some(table) = &self.lut else {
+            return Ok(());
+        };
+        let (n, y1) = (h * w, (y0 + rows).min(h));
+        let cols = (y1 - y0) * w;
+        ensure!(
+            out.datum_type().size_of() == 1 && out.len() >= (b + 1) * self.m * n,
+            "QConvI8: output of {} values for {} channels of {n}",
+            out.len(),
+            self.m
+        );
+        let base = b * self.m * n + y0 * w;
+        for c in 0..self.m {
+            // SAFETY: channel `c`'s rows y0..y1 of batch item `b` are the bytes
+            // `base + c·n .. + cols` of `out` (1-byte values, bounds checked above): the bytes
+            // this band's kernel just stored, which no other band reads or writes; `out` is
+            // not read or moved while the bands run (as for the kernel's store, which writes
+            // through the same shared tensor).
+            let rows = unsafe {
+                let first = out.as_ptr_unchecked::<u8>().add(base + c * n) as *mut u8;
+                std::slice::from_raw_parts_mut(first, cols)
+            };
+            lookup_in_place(rows, table);
+        }
+        Ok(())
+    }
+
+    /// [`QConvI8::band`] up to the kernel's store (the requantized int8 products).
+    fn band_products(
         &self,
         mem: &mut BandMemory,
         src: &[u8],
@@ -732,7 +796,7 @@ impl Op for QConvI8 {
 
     fn info(&self) -> TractResult<Vec<String>> {
         Ok(vec![format!(
-            "{}×{} int8 conv (as 1×1) with {} ({:?}, packing {}), scale {}{}",
+            "{}×{} int8 conv (as 1×1) with {} ({:?}, packing {}), scale {}{}{}",
             self.m,
             self.k,
             self.mmm.name(),
@@ -741,6 +805,11 @@ impl Op for QConvI8 {
             self.scaler.scale,
             if self.taps.is_some() {
                 ", im2col written in bands"
+            } else {
+                ""
+            },
+            if self.lut.is_some() {
+                ", then its lookup table"
             } else {
                 ""
             }
@@ -958,6 +1027,71 @@ mod tests {
             assert_eq!(got.len(), theirs.len(), "{case}");
             let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
             assert_eq!(diff, 0, "{case}, {threads} threads: {diff} bytes differ");
+        }
+    }
+
+    /// A convolution followed by a lookup table (the graphs' LeakyReLU) becomes one op, the
+    /// table applied band by band after the kernel: tract's bytes at 1 and 2 threads, with
+    /// tract's kernel and the pairwise one, for a tall map cut into bands, the stem's window
+    /// and odd sizes.
+    #[test]
+    fn a_following_lookup_table_runs_inside_the_conv() {
+        use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+        use tract_onnx::tract_core::ops::quant::LookupTable;
+        let table: Vec<u8> = (0..=255u8)
+            .map(|b| b.wrapping_mul(167).wrapping_add(13))
+            .collect();
+        let stem = Window {
+            kernel: [3, 3],
+            strides: [2, 2],
+            pads: [(1, 1), (1, 1)],
+        };
+        let cases: [(usize, usize, [usize; 2], Window); 3] = [
+            (64, 128, [104, 104], Window::ONE),
+            (3, 24, [83, 61], stem),
+            (17, 9, [7, 11], Window::ONE),
+        ];
+        for (i, &(k, m, hw, win)) in cases.iter().enumerate() {
+            let case = format!("case {i} ({k}→{m}, {hw:?})");
+            let mut model = window_conv_model(k, m, hw, win, 0, 70 + i as u64).unwrap();
+            let conv_out = model.output_outlets().unwrap()[0];
+            let lut = LookupTable {
+                table: tract_onnx::tract_core::tract_linalg::routines::lut_u8(&table).unwrap(),
+            };
+            let out = model
+                .wire_node("lut", ElementWiseOp(Box::new(lut), None), &[conv_out])
+                .unwrap();
+            model.select_output_outlets(&out).unwrap();
+            let x = Tensor::from_shape(
+                &[1, k, hw[0], hw[1]],
+                &noise_i8(k * hw[0] * hw[1], 90 + i as u64),
+            )
+            .unwrap();
+            let theirs = run(model.clone(), &x);
+            for policy in [KernelPolicy::Tract, KernelPolicy::Pairwise] {
+                let mut ours = model.clone();
+                super::super::install_early_kernels(&mut ours, true, true, policy).unwrap();
+                let mut ours = ours.into_optimized().unwrap();
+                let report = super::super::install_with(&mut ours, true).unwrap();
+                assert_eq!((report.luts_ours, report.luts_in_convs), (1, 1), "{case}");
+                assert!(ours.nodes().iter().all(|n| !n.op_is::<FastLut>()), "{case}");
+                let plan = ours.into_runnable().unwrap();
+                for threads in [1, 2] {
+                    let executor = if threads == 1 {
+                        Executor::SingleThread
+                    } else {
+                        Executor::multithread(threads)
+                    };
+                    let got = multithread_tract_scope(executor, || {
+                        plan.run(tvec!(x.clone().into())).unwrap()[0]
+                            .as_bytes()
+                            .to_vec()
+                    });
+                    assert_eq!(got.len(), theirs.len(), "{case}");
+                    let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
+                    assert_eq!(diff, 0, "{case}, {policy:?}, {threads} threads");
+                }
+            }
         }
     }
 
