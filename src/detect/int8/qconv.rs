@@ -758,14 +758,20 @@ impl QConvI8 {
         let out = Tensor::zero_dt(self.out_dt, &[batch, self.m, h, w])?;
         let src = input.as_bytes();
         let pl = self.b_layout.panel_len(k);
-        // Bands of whole output rows, about BAND_BYTES packed each.
+        // Bands of whole output rows, about BAND_BYTES packed each, as many as a multiple of
+        // the threads and even to a row, so that no thread waits for another's larger share.
         let rows =
             (BAND_BYTES / (pl / self.b_layout.r().max(1)).max(1) / w.max(1)).clamp(1, h.max(1));
-        let bands: Vec<(usize, usize)> = (0..batch)
-            .flat_map(|b| (0..h).step_by(rows).map(move |y0| (b, y0)))
+        let threads = match current_tract_executor() {
+            Executor::MultiThread(pool) => pool.current_num_threads(),
+            _ => 1,
+        };
+        let per_item = band_rows(h, rows, threads);
+        let bands: Vec<(usize, usize, usize)> = (0..batch)
+            .flat_map(|b| per_item.iter().map(move |&(y0, rows)| (b, y0, rows)))
             .collect();
         let out_ref = &out;
-        let band = |&(b, y0): &(usize, usize)| -> TractResult<()> {
+        let band = |&(b, y0, rows): &(usize, usize, usize)| -> TractResult<()> {
             // The thread's band memory, kept between bands and frames; a fresh one only if the
             // thread's is in use (it never is: a band calls nothing that runs another band).
             BAND_MEMORY.with(|cell| match cell.try_borrow_mut() {
@@ -841,6 +847,28 @@ impl TypedOp for QConvI8 {
     }
 
     as_op!();
+}
+
+/// The bands of an `h`-row output as `(first row, rows)`: at most `rows` rows each (the
+/// cache-sized band), their count rounded up to a multiple of `threads` (when there are rows
+/// enough), the rows shared evenly (the first `h mod count` bands one row more).
+fn band_rows(h: usize, rows: usize, threads: usize) -> Vec<(usize, usize)> {
+    if h == 0 {
+        return Vec::new();
+    }
+    let by_size = h.div_ceil(rows.max(1));
+    let count = by_size.div_ceil(threads.max(1)) * threads.max(1);
+    let count = count.min(h).max(1);
+    let (each, more) = (h / count, h % count);
+    let mut y0 = 0;
+    (0..count)
+        .map(|i| {
+            let n = each + usize::from(i < more);
+            let band = (y0, n);
+            y0 += n;
+            band
+        })
+        .collect()
 }
 
 /// `n` pseudo-random int8 values from `seed` (xorshift): test and benchmark inputs.
@@ -1028,6 +1056,35 @@ mod tests {
             let diff = theirs.iter().zip(&got).filter(|(a, b)| a != b).count();
             assert_eq!(diff, 0, "{case}, {threads} threads: {diff} bytes differ");
         }
+    }
+
+    /// Bands cover every row once, in order, none larger than asked, as many as a multiple
+    /// of the threads when the rows allow, and within one row of each other.
+    #[test]
+    fn bands_are_even_and_a_multiple_of_the_threads() {
+        for h in 0..70 {
+            for rows in 1..20 {
+                for threads in 1..5 {
+                    let bands = band_rows(h, rows, threads);
+                    let mut next = 0;
+                    for &(y0, n) in &bands {
+                        assert_eq!(y0, next, "{h} {rows} {threads}");
+                        assert!(n >= 1 && n <= rows, "{h} {rows} {threads}: {n} rows");
+                        next += n;
+                    }
+                    assert_eq!(next, h);
+                    let (lo, hi) = bands
+                        .iter()
+                        .fold((usize::MAX, 0), |(lo, hi), b| (lo.min(b.1), hi.max(b.1)));
+                    assert!(h == 0 || hi - lo <= 1, "{h} {rows} {threads}: {bands:?}");
+                    if h >= threads * h.div_ceil(rows) {
+                        assert_eq!(bands.len() % threads, 0, "{h} {rows} {threads}");
+                    }
+                }
+            }
+        }
+        assert_eq!(band_rows(13, 11, 2), [(0, 7), (7, 6)]);
+        assert_eq!(band_rows(13, 11, 1), [(0, 7), (7, 6)]);
     }
 
     /// A convolution followed by a lookup table (the graphs' LeakyReLU) becomes one op, the
