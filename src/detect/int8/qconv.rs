@@ -535,15 +535,21 @@ impl QConvI8 {
             self.m
         );
         let base = b * self.m * n + y0 * w;
-        for c in 0..self.m {
-            // SAFETY: channel `c`'s rows y0..y1 of batch item `b` are the bytes
-            // `base + c·n .. + cols` of `out` (1-byte values, bounds checked above): the bytes
-            // this band's kernel just stored, which no other band reads or writes; `out` is
-            // not read or moved while the bands run (as for the kernel's store, which writes
-            // through the same shared tensor).
+        // A band of whole planes is one run of bytes (all channels); else one run per channel.
+        let (runs, len) = if cols == n {
+            (1, self.m * n)
+        } else {
+            (self.m, cols)
+        };
+        for c in 0..runs {
+            // SAFETY: run `c` is the bytes `base + c·n .. + len` of `out` (1-byte values,
+            // bounds checked above): channel `c`'s rows y0..y1 of batch item `b`, or with
+            // whole planes every channel's; the bytes this band's kernel just stored, which no
+            // other band reads or writes; `out` is not read or moved while the bands run (as
+            // for the kernel's store, which writes through the same shared tensor).
             let rows = unsafe {
                 let first = out.as_ptr_unchecked::<u8>().add(base + c * n) as *mut u8;
-                std::slice::from_raw_parts_mut(first, cols)
+                std::slice::from_raw_parts_mut(first, len)
             };
             lookup_in_place(rows, table);
         }
