@@ -350,3 +350,38 @@ fn int8_top_detections_match_onnxruntime(model: &str, size: u32) {
     }
     assert_self_check_passes(&det);
 }
+
+/// With a pool, the whole plan runs on one of the pool's threads (`pool.install`): the INT8
+/// model's raw outputs on a 2-thread pool are the 1-thread ones bit for bit, also when the
+/// caller is itself one of the pool's threads (nested install runs in place, no deadlock).
+#[test]
+fn int8_on_a_pool_gives_the_one_thread_outputs_from_any_thread() {
+    let cfg = DetectorConfig {
+        model: ModelSource::File(repo("models/nanodet-g-416-int8.onnx")),
+        resize: ResizeMode::Stretch,
+        threads: 1,
+        ..DetectorConfig::default()
+    };
+    let one = Detector::load(&cfg).unwrap();
+    let pool = std::sync::Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap(),
+    );
+    let two = Detector::load_with_pool(&DetectorConfig { threads: 2, ..cfg }, Some(pool.clone()))
+        .unwrap();
+    for (img, _) in PHOTOS {
+        let input = golden_input(img, 416, 416);
+        let want = one.run_raw(&input).unwrap().concatenated();
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        let outside = two.run_raw(&input).unwrap().concatenated();
+        assert_eq!(bits(outside), bits(want.clone()), "{img}: 2 threads");
+        let inside = pool.install(|| two.run_raw(&input).unwrap().concatenated());
+        assert_eq!(
+            bits(inside),
+            bits(want),
+            "{img}: 2 threads, called on the pool"
+        );
+    }
+}

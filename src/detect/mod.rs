@@ -609,40 +609,54 @@ impl Detector {
         tensor: Tensor,
         profile: Option<&mut OpProfile>,
     ) -> Result<RawOutputs, DetectError> {
-        let run_err = |e: TractError| self.run_err(e);
-        let outputs = multithread_tract_scope(self.executor.clone(), || match profile {
-            None => self.plan.run(tvec!(tensor.into())),
-            Some(profile) => {
-                let mut state = self.plan.spawn()?;
-                let outputs = state.run_plan_with_eval(
-                    tvec!(tensor.into()),
-                    |ctx, op_state, node, ins| {
-                        let t0 = Instant::now();
-                        let out = tract_onnx::tract_core::plan::eval(ctx, op_state, node, ins);
-                        profile.add(&node.op().name(), &node.name, node.id, t0.elapsed());
-                        out
-                    },
-                )?;
-                profile.runs += 1;
-                Ok(outputs)
-            }
-        })
-        .map_err(run_err)?;
-        let mut raw = RawOutputs::default();
-        for (i, t) in outputs.iter().enumerate() {
-            let view = t.to_plain_array_view::<f32>().map_err(run_err)?;
-            // Outputs are contiguous: one copy, not an n-dimensional walk per element.
-            let v: Vec<f32> = match view.as_slice() {
-                Some(s) => s.to_vec(),
-                None => view.iter().copied().collect(),
-            };
-            if i % 2 == 0 {
-                raw.cls.push(v)
-            } else {
-                raw.reg.push(v)
-            }
-        }
-        Ok(raw)
+        // The whole plan runs on one of the model's own threads when there is a pool: then
+        // each op that splits its work over the pool (the convolutions' bands, the chunked
+        // elementwise ops) starts its share at once on this thread and only hands the rest to
+        // the other worker, instead of handing everything to the pool and sleeping until it is
+        // done (two thread wake-ups per op fewer, ≈ 40 µs each on a 2-core VM).
+        let executor = self.executor.clone();
+        let work = move || -> TractResult<RawOutputs> {
+            multithread_tract_scope(executor, || {
+                let outputs = match profile {
+                    None => self.plan.run(tvec!(tensor.into()))?,
+                    Some(profile) => {
+                        let mut state = self.plan.spawn()?;
+                        let outputs = state.run_plan_with_eval(
+                            tvec!(tensor.into()),
+                            |ctx, op_state, node, ins| {
+                                let t0 = Instant::now();
+                                let out =
+                                    tract_onnx::tract_core::plan::eval(ctx, op_state, node, ins);
+                                profile.add(&node.op().name(), &node.name, node.id, t0.elapsed());
+                                out
+                            },
+                        )?;
+                        profile.runs += 1;
+                        outputs
+                    }
+                };
+                let mut raw = RawOutputs::default();
+                for (i, t) in outputs.iter().enumerate() {
+                    let view = t.to_plain_array_view::<f32>()?;
+                    // Outputs are contiguous: one copy, not an n-dimensional walk per element.
+                    let v: Vec<f32> = match view.as_slice() {
+                        Some(s) => s.to_vec(),
+                        None => view.iter().copied().collect(),
+                    };
+                    if i % 2 == 0 {
+                        raw.cls.push(v)
+                    } else {
+                        raw.reg.push(v)
+                    }
+                }
+                Ok(raw)
+            })
+        };
+        let raw = match &self.executor {
+            Executor::MultiThread(pool) if pool.current_num_threads() > 1 => pool.install(work),
+            _ => work(),
+        };
+        raw.map_err(|e| self.run_err(e))
     }
 
     /// Decodes raw outputs into detections mapped to image pixels through `map`.

@@ -105,33 +105,32 @@ impl FastMaxPoolI8 {
             stride: self.stride,
             pad,
         };
-        let mut out = vec![0i8; out_shape.iter().product()];
         let (plane_in, plane_out) = (shape[2] * shape[3], out_shape[2] * out_shape[3]);
         if bytes.len() != shape.iter().product::<usize>() {
             return None;
         }
         // Whole planes per chunk, side by side on the model's threads.
-        let ok = super::par::for_chunks(&mut out, plane_out.max(1), |first, dst| {
-            let p0 = first / plane_out.max(1);
-            let planes = dst.len() / plane_out.max(1);
-            let Some(chunk) = bytes.get(p0 * plane_in..(p0 + planes) * plane_in) else {
-                return false;
-            };
-            // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
-            let src: Vec<i8> = chunk.iter().map(|&b| b as i8).collect();
-            max_pool(
-                &src,
-                [planes, shape[2], shape[3]],
-                dst,
-                [out_shape[2], out_shape[3]],
-                geo,
-            )
-            .is_some()
-        });
-        if !ok {
-            return None;
-        }
-        super::byte_tensor(out_shape, out, input.datum_type()).ok()
+        let (out, ok) = super::tensor_filled(out_shape, input.datum_type(), |out: &mut [i8]| {
+            super::par::for_chunks(out, plane_out.max(1), |first, dst| {
+                let p0 = first / plane_out.max(1);
+                let planes = dst.len() / plane_out.max(1);
+                let Some(chunk) = bytes.get(p0 * plane_in..(p0 + planes) * plane_in) else {
+                    return false;
+                };
+                // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
+                let src: Vec<i8> = chunk.iter().map(|&b| b as i8).collect();
+                max_pool(
+                    &src,
+                    [planes, shape[2], shape[3]],
+                    dst,
+                    [out_shape[2], out_shape[3]],
+                    geo,
+                )
+                .is_some()
+            })
+        })
+        .ok()?;
+        ok.then_some(out)
     }
 }
 

@@ -236,6 +236,31 @@ pub(crate) fn byte_tensor<T: Datum>(
     Ok(t)
 }
 
+/// A tensor of `shape` and type `dt` whose elements `fill` writes in place, as values of `T`
+/// (`T` is `dt` itself, or for a one-byte `dt`, such as a quantized int8 type, any one-byte
+/// type); with `fill`'s verdict. The tensor is made zeroed (one `memset`) and never copied:
+/// a vector turned into a tensor is copied once more, on the calling thread alone, which at 2
+/// threads is a serial pass over every output of the op.
+pub(crate) fn tensor_filled<T: Datum>(
+    shape: &[usize],
+    dt: DatumType,
+    fill: impl FnOnce(&mut [T]) -> bool,
+) -> TractResult<(Tensor, bool)> {
+    anyhow::ensure!(
+        T::datum_type() == dt || (std::mem::size_of::<T>() == 1 && dt.size_of() == 1),
+        "a tensor of {dt:?} cannot be written as {:?}",
+        T::datum_type()
+    );
+    let mut t = Tensor::zero_dt(T::datum_type(), shape)?;
+    let ok = fill(t.try_as_plain_ram_mut()?.as_slice_mut::<T>()?);
+    if T::datum_type() != dt {
+        // SAFETY: both types are one byte (checked above), and the bytes are values of `dt`:
+        // every caller writes them from an input of that type or quantizes into it.
+        unsafe { t.set_datum_type(dt) };
+    }
+    Ok((t, ok))
+}
+
 /// True when the environment asks for tract's own packing (`LOOKOUT_INT8_PACK=tract`).
 pub fn tract_packing_forced() -> bool {
     std::env::var("LOOKOUT_INT8_PACK").is_ok_and(|v| v == "tract")

@@ -64,23 +64,21 @@ impl FastSumPool {
         } else {
             None
         };
-        let mut out = vec![0f32; n * c * oh * ow];
         // Whole planes per chunk, side by side on the model's threads.
         let unit = (oh * ow).max(1);
-        let ok = super::par::for_chunks(&mut out, unit, |first, dst| {
-            match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
-                Some(planes) => {
-                    sum_planes(planes, [h, w], dst, [oh, ow], [kh, kw], [sy, sx], div);
-                    true
+        let (out, ok) = super::tensor_filled(&[n, c, oh, ow], f32::datum_type(), |out| {
+            super::par::for_chunks(out, unit, |first, dst| {
+                match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
+                    Some(planes) => {
+                        sum_planes(planes, [h, w], dst, [oh, ow], [kh, kw], [sy, sx], div);
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
-            }
-        });
+            })
+        })?;
         ensure!(ok, "FastSumPool: planes out of range");
-        let shape = [n, c, oh, ow];
-        Ok(Some(
-            tract_ndarray::ArrayD::from_shape_vec(&shape[..], out)?.into_tensor(),
-        ))
+        Ok(Some(out))
     }
 }
 

@@ -413,35 +413,33 @@ impl EvalOp for FastUpsampleAdd {
             .plans()
             .context("FastUpsampleAdd: the resize plan is no longer one it computes")?;
         let sources = (&Source::new(x, self.x)?, &Source::new(y, self.y)?);
-        let n: usize = shape.iter().product();
         let plane = self.out_hw[0] * self.out_hw[1];
-        let out = match self.out {
+        let (out, ok) = match self.out {
             Output::Float => {
-                let mut out = vec![0f32; n];
-                let ok = super::par::for_chunks(&mut out, plane, |first, dst| {
-                    self.planes(sources, &plans, first / plane, dst, |s, d| {
-                        d.copy_from_slice(s)
+                super::tensor_filled(&shape, f32::datum_type(), |out: &mut [f32]| {
+                    super::par::for_chunks(out, plane, |first, dst| {
+                        self.planes(sources, &plans, first / plane, dst, |s, d| {
+                            d.copy_from_slice(s)
+                        })
                     })
-                });
-                ensure!(ok, "FastUpsampleAdd: rows out of range");
-                tract_ndarray::ArrayD::from_shape_vec(&*shape, out)?.into_tensor()
+                })?
             }
             Output::Int8 {
                 multiplier_bits,
                 zero_point,
                 dt,
             } => {
-                let mut out = vec![0i8; n];
                 let multiplier = f32::from_bits(multiplier_bits);
-                let ok = super::par::for_chunks(&mut out, plane, |first, dst| {
-                    self.planes(sources, &plans, first / plane, dst, |s, d| {
-                        quantize(s, d, multiplier, zero_point)
+                super::tensor_filled(&shape, dt, |out: &mut [i8]| {
+                    super::par::for_chunks(out, plane, |first, dst| {
+                        self.planes(sources, &plans, first / plane, dst, |s, d| {
+                            quantize(s, d, multiplier, zero_point)
+                        })
                     })
-                });
-                ensure!(ok, "FastUpsampleAdd: rows out of range");
-                super::byte_tensor(&shape, out, dt)?
+                })?
             }
         };
+        ensure!(ok, "FastUpsampleAdd: rows out of range");
         Ok(tvec!(out.into_tvalue()))
     }
 
