@@ -230,10 +230,21 @@ pub(crate) fn byte_tensor<T: Datum>(
         "a 1-byte tensor expected, got {dt:?}"
     );
     let mut t = tract_ndarray::ArrayD::from_shape_vec(shape, values)?.into_tensor();
-    // SAFETY: both types are one byte (checked above), and the bytes are values of `dt`:
-    // every caller writes them from an input of that type or quantizes into it.
-    unsafe { t.set_datum_type(dt) };
+    retype_bytes(&mut t, dt);
     Ok(t)
+}
+
+/// Gives `t`, whose one-byte values its maker wrote as values of the one-byte type `dt`
+/// (from an input of that type, or quantized into it), the type `dt`. Callers check that
+/// both types are one byte.
+fn retype_bytes(t: &mut Tensor, dt: DatumType) {
+    debug_assert!(t.datum_type().size_of() == 1 && dt.size_of() == 1);
+    if t.datum_type() != dt {
+        // SAFETY: both types are one byte (checked by every caller), and the bytes are
+        // values of `dt`: every caller writes them from an input of that type or quantizes
+        // into it.
+        unsafe { t.set_datum_type(dt) };
+    }
 }
 
 /// A tensor of `shape` and type `dt` whose elements `fill` writes in place, as values of `T`
@@ -254,9 +265,7 @@ pub(crate) fn tensor_filled<T: Datum>(
     let mut t = Tensor::zero_dt(T::datum_type(), shape)?;
     let ok = fill(t.try_as_plain_ram_mut()?.as_slice_mut::<T>()?);
     if T::datum_type() != dt {
-        // SAFETY: both types are one byte (checked above), and the bytes are values of `dt`:
-        // every caller writes them from an input of that type or quantizes into it.
-        unsafe { t.set_datum_type(dt) };
+        retype_bytes(&mut t, dt);
     }
     Ok((t, ok))
 }
