@@ -425,6 +425,25 @@ fn fidelity_rows(doc: &Value, frames: u64) -> Vec<&Value> {
             .map(|k| causes[k].as_u64().unwrap())
             .sum();
         assert_eq!(sum, r["detections"].as_u64().unwrap(), "{r}");
+        let misses = &r["misses"];
+        let missed: u64 = [
+            "unreported",
+            "weak",
+            "moved",
+            "jumped",
+            "label",
+            "at_detection",
+        ]
+        .iter()
+        .map(|k| misses[k].as_u64().unwrap())
+        .sum();
+        let reference = f["reference_detections"].as_u64().unwrap();
+        assert_eq!(missed, reference - r["covered"].as_u64().unwrap(), "{r}");
+    }
+    // N = 1 detects on every frame: what it misses, it misses on a detection frame.
+    let n1 = &rows[0]["misses"];
+    for k in ["unreported", "weak", "moved", "jumped"] {
+        assert_eq!(n1[k], 0, "{n1}");
     }
     assert_eq!(rows[0]["detections_per_frame"].as_f64(), Some(1.0));
     assert_eq!(rows[0]["detections"].as_u64(), Some(frames));

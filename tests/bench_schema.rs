@@ -12,7 +12,7 @@ use std::path::Path;
 use lookout::bench::report::{
     BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
-    InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures, OpTiming, Percentiles,
+    InferenceTiming, KeepUp, Limit, MissCauses, ModelCheck, ModelFigures, OpTiming, Percentiles,
     PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
     ThermalFigures, ThreadFigures, SCHEMA_ID,
 };
@@ -155,6 +155,14 @@ fn fidelity(full: bool) -> FidelityReport {
             motion: 1,
             uncertain: 1,
             idle: 1,
+        },
+        misses: MissCauses {
+            unreported: 4,
+            weak: 1,
+            moved: 2,
+            jumped: 1,
+            label: 1,
+            at_detection: 1,
         },
         cpu_ms_per_frame: 12.5,
         cpu_vs_n1: 0.5,

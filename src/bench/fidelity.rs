@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::figures::round;
-use super::report::{DetectCauses, FidelityReport, FidelityRow};
+use super::report::{DetectCauses, FidelityReport, FidelityRow, MissCauses};
 use crate::config::Config;
 use crate::detect::Detector;
 use crate::fidelity::replay::{self, CauseCounts, Recording, SweepRow};
@@ -119,6 +119,7 @@ fn row(r: &SweepRow, base_cpu: f64) -> FidelityRow {
         detections: r.causes.total(),
         detections_per_frame: round(r.detections_per_frame, 4),
         causes: causes(&r.causes),
+        misses: misses(&r.misses),
         cpu_ms_per_frame: round(r.cpu_ms_per_frame, 3),
         cpu_vs_n1: round(r.cpu_ms_per_frame / base_cpu, 3),
     }
@@ -130,5 +131,16 @@ fn causes(c: &CauseCounts) -> DetectCauses {
         motion: c.motion,
         uncertain: c.uncertain,
         idle: c.idle,
+    }
+}
+
+fn misses(m: &crate::fidelity::Misses) -> MissCauses {
+    MissCauses {
+        unreported: m.unreported as u64,
+        weak: m.weak as u64,
+        moved: m.moved as u64,
+        jumped: m.jumped as u64,
+        label: m.label as u64,
+        at_detection: m.at_detection as u64,
     }
 }

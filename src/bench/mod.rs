@@ -56,9 +56,9 @@ pub use golden::{
 pub use report::{
     BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
-    InferenceTiming, KeepUp, Limit, ModelCheck, ModelFigures, Percentiles, PlainDetection,
-    Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures, ThermalFigures,
-    ThreadFigures, SCHEMA_ID,
+    InferenceTiming, KeepUp, Limit, MissCauses, ModelCheck, ModelFigures, Percentiles,
+    PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
+    ThermalFigures, ThreadFigures, SCHEMA_ID,
 };
 pub use timing::time_inference;
 

@@ -508,11 +508,36 @@ pub struct FidelityRow {
     pub detections_per_frame: f64,
     /// Model runs by the cause that asked for them (a fixed schedule: all `interval`).
     pub causes: DetectCauses,
+    /// The reference detections not covered, by what the last detection before them saw;
+    /// they sum to reference − covered.
+    pub misses: MissCauses,
     /// Estimated CPU per frame, ms: gray plane and tracker as measured in the replay, plus
     /// the mean detection time × detections per frame.
     pub cpu_ms_per_frame: f64,
     /// `cpu_ms_per_frame` ÷ that of N = 1.
     pub cpu_vs_n1: f64,
+}
+
+/// Uncovered reference detections of a fidelity row, by what the schedule's last detection at
+/// or before the missed frame saw of the object (the same object: IoU ≥ 0.3, same or
+/// confusable class). See [`crate::fidelity::Misses`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MissCauses {
+    /// Not reported (nor seen weakly) by the last detection: appeared since, or missed by the
+    /// model on that frame.
+    pub unreported: u64,
+    /// Seen by the last detection only below the reporting threshold.
+    pub weak: u64,
+    /// Reported by the last detection, but no track's box is on it now (nor where the
+    /// model boxed it on the frames before and after).
+    pub moved: u64,
+    /// As `moved`, but a track is where the model boxed the object on the frames before and
+    /// after: the model's box jumped on this frame.
+    pub jumped: u64,
+    /// A track is on it with a label the reference does not share.
+    pub label: u64,
+    /// Missed on a frame the detector ran on.
+    pub at_detection: u64,
 }
 
 /// Model runs by cause (the journal's `DETECT_*` counters).

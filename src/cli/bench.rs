@@ -483,7 +483,52 @@ pub fn render_fidelity(f: &bench::FidelityReport) -> String {
         "(CPU ms / frame: gray plane + tracker as replayed + {:.1} ms per detection × detections per frame; adaptive idle heartbeat {} s)",
         f.detect_ms, f.idle_detect_interval_s
     );
+    o.push('\n');
+    render_misses(&mut o, f);
     o
+}
+
+/// The fidelity rows' uncovered reference detections by what the last detection saw.
+fn render_misses(o: &mut String, f: &bench::FidelityReport) {
+    let _ = writeln!(
+        o,
+        "where the misses are — by what the last detection at or before the missed frame saw of the object (the same object: IoU ≥ 0.3):"
+    );
+    let _ = writeln!(
+        o,
+        "| schedule | missed | not reported by it (new, or missed by the model then) | seen only below the threshold | reported, but no track's box on it now | … because the model's box jumped on this frame | a track on it with another label | on a detection frame |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
+    for r in f
+        .rows
+        .iter()
+        .filter(|r| r.detect_every > 1 || r.schedule != "fixed")
+    {
+        let m = &r.misses;
+        let missed = f.reference_detections.saturating_sub(r.covered);
+        let share = |n: u64| {
+            if missed == 0 {
+                format!("{n}")
+            } else {
+                format!("{n} ({:.0} %)", 100.0 * n as f64 / missed as f64)
+            }
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            match r.schedule.as_str() {
+                "fixed" => format!("N = {}", r.detect_every),
+                s => format!("{s} (≤ {})", r.detect_every),
+            },
+            missed,
+            share(m.unreported),
+            share(m.weak),
+            share(m.moved),
+            share(m.jumped),
+            share(m.label),
+            share(m.at_detection)
+        );
+    }
 }
 
 /// One run's block of the table (model line, stage table, rates, CPU, keep-up): a table

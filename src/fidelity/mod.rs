@@ -100,6 +100,133 @@ fn take_best(
     out
 }
 
+/// An uncovered reference detection and a box of the last detection round before it are taken
+/// for the same object at this IoU or more (the object moves for up to `N − 1` frames in between,
+/// so the bar is lower than coverage's 0.5).
+pub const SAME_OBJECT_IOU: f32 = 0.3;
+
+/// What one detection round of a run gave the tracker: the boxes the model reported and the
+/// weak ones (below the reporting threshold, down to `[tracker] continue_score`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Round {
+    /// Reported detections.
+    pub reported: Vec<LabelledBox>,
+    /// Weak detections.
+    pub weak: Vec<LabelledBox>,
+}
+
+/// Where a run's uncovered reference detections were lost, judged by the last detection round
+/// the run made at or before the missed frame. The five counts sum to `reference − covered`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Misses {
+    /// The last round did not report the object (nor see it weakly), or there was no round
+    /// yet: an object that appeared since, or one the model missed on that frame. Only an
+    /// earlier or extra detection finds these (a shorter interval, the adaptive schedule's
+    /// motion cause).
+    pub unreported: usize,
+    /// The last round saw the object only below the reporting threshold: a track it kept may
+    /// cover the frame; a new object waits for the next round.
+    pub weak: usize,
+    /// The last round reported the object, yet no track covers it now: the track's box moved
+    /// off the object (drift between detections), or the track ended.
+    pub moved: usize,
+    /// As `moved`, but a track of the object's class is where the model boxed the object on
+    /// the frames just before and after (IoU ≥ 0.5 with the mean of those two boxes): the
+    /// model's box jumped on this frame (an arm, a stride, a neighbour), which no track
+    /// following the object covers.
+    pub jumped: usize,
+    /// A track is on the object (IoU ≥ 0.5) with a label that is not confusable with the
+    /// reference's (the track keeps its voted label; the model changed its mind).
+    pub label: usize,
+    /// The round ran on the missed frame itself and no track covers what it reported (a
+    /// duplicate box, or a tentative track waiting for its second detection).
+    pub at_detection: usize,
+}
+
+impl Misses {
+    /// All uncovered reference detections.
+    pub fn total(&self) -> usize {
+        self.unreported + self.weak + self.moved + self.jumped + self.label + self.at_detection
+    }
+}
+
+/// Sorts the reference detections `tracks` does not cover (the same matching as [`evaluate`])
+/// into [`Misses`]. `rounds[k]` is the detection round a run made on frame `k`, if any; all
+/// slices are indexed by frame.
+pub fn explain_misses(
+    reference: &[Vec<LabelledBox>],
+    tracks: &[Vec<LabelledBox>],
+    rounds: &[Option<Round>],
+) -> Misses {
+    let mut m = Misses::default();
+    let empty = Vec::new();
+    let mut last: Option<(usize, &Round)> = None;
+    for (f, refs) in reference.iter().enumerate() {
+        if let Some(Some(r)) = rounds.get(f) {
+            last = Some((f, r));
+        }
+        let t = tracks.get(f).unwrap_or(&empty);
+        let mut covered = vec![false; refs.len()];
+        for (i, _) in match_boxes(refs, t, 0.5) {
+            covered[i] = true;
+        }
+        for (b, _) in refs.iter().zip(&covered).filter(|(_, c)| !**c) {
+            let near = |boxes: &[LabelledBox]| {
+                boxes.iter().any(|x| {
+                    labels::confusable(b.class_id, x.class_id)
+                        && b.bbox.iou(&x.bbox) >= SAME_OBJECT_IOU
+                })
+            };
+            let other_label = t
+                .iter()
+                .any(|x| !labels::confusable(b.class_id, x.class_id) && b.bbox.iou(&x.bbox) >= 0.5);
+            match last {
+                _ if other_label => m.label += 1,
+                Some((k, _)) if k == f => m.at_detection += 1,
+                Some((_, r)) if near(&r.reported) => {
+                    let steady = steady_box(reference, f, b);
+                    let on_steady = steady.is_some_and(|s| {
+                        t.iter().any(|x| {
+                            labels::confusable(b.class_id, x.class_id) && s.iou(&x.bbox) >= 0.5
+                        })
+                    });
+                    if on_steady {
+                        m.jumped += 1;
+                    } else {
+                        m.moved += 1;
+                    }
+                }
+                Some((_, r)) if near(&r.weak) => m.weak += 1,
+                _ => m.unreported += 1,
+            }
+        }
+    }
+    m
+}
+
+/// The mean of the reference boxes of `b`'s object on frames `f − 1` and `f + 1` (the
+/// best-overlapping box of a confusable class at IoU ≥ [`SAME_OBJECT_IOU`] on each), if both
+/// frames have one.
+fn steady_box(reference: &[Vec<LabelledBox>], f: usize, b: &LabelledBox) -> Option<BBox> {
+    let around = |k: usize| {
+        reference
+            .get(k)?
+            .iter()
+            .filter(|x| labels::confusable(b.class_id, x.class_id))
+            .map(|x| (b.bbox.iou(&x.bbox), x.bbox))
+            .filter(|(iou, _)| *iou >= SAME_OBJECT_IOU)
+            .max_by(|p, q| p.0.total_cmp(&q.0))
+            .map(|(_, x)| x)
+    };
+    let (p, n) = (around(f.checked_sub(1)?)?, around(f + 1)?);
+    Some(BBox::new(
+        (p.x0 + n.x0) * 0.5,
+        (p.y0 + n.y0) * 0.5,
+        (p.x1 + n.x1) * 0.5,
+        (p.y1 + n.y1) * 0.5,
+    ))
+}
+
 /// Scores `tracks` (per frame) against reference detections and reference (ground-truth)
 /// tracks of the same frames. All three slices are indexed by frame.
 pub fn evaluate(
@@ -167,6 +294,84 @@ mod tests {
             class_id: 0,
             bbox: BBox::new(x, 0.0, x + 10.0, 10.0),
         }
+    }
+
+    fn labelled(class_id: usize, x: f32) -> LabelledBox {
+        LabelledBox {
+            class_id,
+            ..b(0, x)
+        }
+    }
+
+    #[test]
+    fn misses_are_sorted_by_what_the_last_detection_saw() {
+        // Frame 0: a round reports a person at x 0 and sees one at x 40 weakly; nothing is
+        // tracked on frame 0, so both of frame 0's reference boxes are missed on a detection
+        // frame. Frame 2 (no round; the last is frame 0's): the reference has five people.
+        let round = Round {
+            reported: vec![labelled(0, 0.0)],
+            weak: vec![labelled(0, 40.0)],
+        };
+        let reference = vec![
+            vec![labelled(0, 0.0), labelled(0, 40.0)],
+            vec![],
+            vec![
+                labelled(0, 2.0),   // reported at frame 0, not covered: moved
+                labelled(0, 41.0),  // weak at frame 0: weak
+                labelled(0, 80.0),  // nothing at frame 0: unreported
+                labelled(0, 120.0), // a `bird` track on it: label
+                labelled(0, 160.0), // covered
+            ],
+        ];
+        let tracks = vec![
+            vec![],
+            vec![],
+            vec![b(1, 10.0), labelled(14, 120.0), b(2, 160.0)],
+        ];
+        let rounds = vec![Some(round), None, None];
+        let m = explain_misses(&reference, &tracks, &rounds);
+        assert_eq!(
+            m,
+            Misses {
+                unreported: 1,
+                weak: 1,
+                moved: 1,
+                jumped: 0,
+                label: 1,
+                at_detection: 2,
+            }
+        );
+        let f = evaluate(&reference, &[], &tracks);
+        assert_eq!(m.total(), f.reference - f.covered);
+        // Before the first round everything missed is unreported.
+        let none = explain_misses(&reference, &tracks, &[None, None, None]);
+        assert_eq!((none.unreported, none.label), (5, 1));
+    }
+
+    #[test]
+    fn a_box_that_jumps_on_one_frame_is_told_from_a_track_that_moved_off() {
+        // The model boxes a person at x 0 on frames 0 and 2 but at x 5 on frame 1; the track
+        // stays at x 0. On frame 1 the track misses the reference box (IoU 0.33) yet is on
+        // the mean of its neighbours: jumped. Frame 3's box (x 5 again) has a neighbour on
+        // one side only: moved.
+        let reference = vec![
+            vec![b(0, 0.0)],
+            vec![b(0, 5.0)],
+            vec![b(0, 0.0)],
+            vec![b(0, 5.0)],
+        ];
+        let tracks = vec![vec![b(1, 0.0)]; 4];
+        let rounds = vec![
+            Some(Round {
+                reported: vec![b(0, 0.0)],
+                weak: vec![],
+            }),
+            None,
+            None,
+            None,
+        ];
+        let m = explain_misses(&reference, &tracks, &rounds);
+        assert_eq!((m.jumped, m.moved, m.total()), (1, 1, 2), "{m:?}");
     }
 
     #[test]

@@ -447,6 +447,8 @@ pub struct SweepRow {
     pub detect_every: u32,
     /// Coverage and id switches against the reference.
     pub fidelity: super::Fidelity,
+    /// Where the uncovered reference detections were lost.
+    pub misses: super::Misses,
     /// Detections run, by cause.
     pub causes: CauseCounts,
     /// Detections per frame.
@@ -472,11 +474,13 @@ pub fn sweep(
         let run = simulate(rec, tracker, *plan)?;
         let gt_tracks = gt.get_or_insert_with(|| run.tracks.clone());
         let fidelity = super::evaluate(&reference, gt_tracks, &run.tracks);
+        let misses = super::explain_misses(&reference, &run.tracks, &rounds(rec, tracker, &run));
         let per_frame = run.causes.total() as f64 / frames;
         rows.push(SweepRow {
             schedule: plan.kind.as_str(),
             detect_every: plan.every,
             fidelity,
+            misses,
             causes: run.causes,
             detections_per_frame: per_frame,
             cpu_ms_per_frame: gray_ms
@@ -485,6 +489,30 @@ pub fn sweep(
         });
     }
     Ok(rows)
+}
+
+/// The detection rounds of `run` by frame, as the tracker got them: the reported detections
+/// and the weak ones it keeps (`tracker.continue_score` and up).
+fn rounds(rec: &Recording, tracker: &TrackerConfig, run: &SimRun) -> Vec<Option<super::Round>> {
+    let labelled = |d: &Detection| LabelledBox {
+        id: 0,
+        class_id: d.class_id,
+        bbox: d.bbox,
+    };
+    let mut out = vec![None; rec.frames.len()];
+    for &(k, _) in &run.asked {
+        let Some(f) = rec.frames.get(k) else { continue };
+        let (reported, weak) = crate::track::split_weak(f.dets.clone(), rec.threshold);
+        out[k] = Some(super::Round {
+            reported: reported.iter().map(labelled).collect(),
+            weak: weak
+                .iter()
+                .filter(|d| d.score >= tracker.continue_score)
+                .map(labelled)
+                .collect(),
+        });
+    }
+    out
 }
 
 #[cfg(test)]
