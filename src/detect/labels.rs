@@ -89,11 +89,28 @@ pub fn class_id(label: &str) -> Option<usize> {
     COCO80.iter().position(|l| *l == label)
 }
 
-/// Classes the detector confuses with each other on the same object (a parked car called
-/// `car` in one frame and `truck` in the next): road vehicles. The tracker associates
-/// detections across such classes and keeps a track's label by vote.
+/// Road vehicles: one group of [`confusable`] classes.
+const VEHICLES: [&str; 4] = ["car", "truck", "bus", "motorcycle"];
+
+/// Animals: the other group of [`confusable`] classes.
+const ANIMALS: [&str; 10] = [
+    "bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe",
+];
+
+/// Classes the detector confuses with each other on the same object: road vehicles (a parked
+/// car called `car` in one frame and `truck` in the next) and animals (a cat called `dog`, a
+/// distant dog `sheep`, a small one `bird`). The tracker associates detections across such
+/// classes and keeps a track's label by vote. A person is confusable with nothing else.
 pub fn confusable(a: usize, b: usize) -> bool {
-    const VEHICLES: [&str; 4] = ["car", "truck", "bus", "motorcycle"];
-    let vehicle = |c: usize| COCO80.get(c).is_some_and(|l| VEHICLES.contains(l));
-    a == b || (vehicle(a) && vehicle(b))
+    let group = |c: usize| {
+        let label = COCO80.get(c)?;
+        if VEHICLES.contains(label) {
+            Some(0)
+        } else if ANIMALS.contains(label) {
+            Some(1)
+        } else {
+            None
+        }
+    };
+    a == b || group(a).is_some_and(|g| group(b) == Some(g))
 }

@@ -1193,6 +1193,31 @@ mod tests {
     }
 
     #[test]
+    fn one_object_called_by_confusable_names_keeps_one_track_and_its_voted_label() {
+        // COCO ids: 2 car, 7 truck, 15 cat, 16 dog, 14 bird, 0 person.
+        for (first, then, other) in [(2, 7, 0), (15, 16, 0), (16, 14, 0)] {
+            let mut tr = Tracker::new(no_visual()).unwrap_or_else(|e| panic!("{e}"));
+            tr.step(0, &flat(2.0));
+            tr.apply_detections(0, &[det(100.0, 100.0, first)]);
+            tr.step(1, &flat(2.0));
+            tr.apply_detections(1, &[det(100.0, 100.0, then)]);
+            // One track; the first label keeps a tie of votes.
+            let tracks: Vec<(u64, usize)> = tr.tracks().map(|t| (t.id, t.class_id)).collect();
+            assert_eq!(tracks, vec![(1, first)], "{first} then {then}");
+            tr.step(2, &flat(2.0));
+            tr.apply_detections(2, &[det(100.0, 100.0, then)]);
+            let tracks: Vec<(u64, usize)> = tr.tracks().map(|t| (t.id, t.class_id)).collect();
+            assert_eq!(tracks, vec![(1, then)], "the vote flipped to {then}");
+            // A person in the same place is not that object.
+            tr.step(3, &flat(2.0));
+            let out = tr.apply_detections(3, &[det(100.0, 100.0, other)]);
+            assert_eq!((out.matched, out.started), (0, 1), "{then} then {other}");
+        }
+        assert!(!crate::detect::labels::confusable(0, 14));
+        assert!(!crate::detect::labels::confusable(2, 16));
+    }
+
+    #[test]
     fn restarted_sequence_resets() {
         let mut tr = Tracker::new(TrackerConfig {
             confirm_hits: 1,
