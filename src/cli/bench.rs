@@ -496,7 +496,7 @@ fn render_misses(o: &mut String, f: &bench::FidelityReport) {
     );
     let _ = writeln!(
         o,
-        "| schedule | missed | not reported by it (new, or missed by the model then) | seen only below the threshold | reported, but no track's box on it now | … because the model's box jumped on this frame | a track on it with another label | on a detection frame |"
+        "| schedule | missed | not reported by it (new, or missed by the model then) | seen by it only below the threshold | reported by it; no track's box on it now | reported by it; the model's box jumped on this frame (a track is where it was before and after) | a track on it with another label | on a detection frame |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
     for r in f
