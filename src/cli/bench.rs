@@ -455,10 +455,7 @@ pub fn render_fidelity(f: &bench::FidelityReport) -> String {
         let _ = writeln!(
             o,
             "| {} | {:.1} % ({}/{}) | {:.2} ({} in {}) | {:.2} | {} | {:.1} | {:.2} |",
-            match r.schedule.as_str() {
-                "fixed" => format!("N = {}", r.detect_every),
-                s => format!("{s} (≤ {})", r.detect_every),
-            },
+            schedule_name(r),
             100.0 * r.coverage,
             r.covered,
             f.reference_detections,
@@ -486,6 +483,14 @@ pub fn render_fidelity(f: &bench::FidelityReport) -> String {
     o.push('\n');
     render_misses(&mut o, f);
     o
+}
+
+/// A fidelity row's schedule as the tables name it: `N = 5`, `adaptive (≤ 5)`.
+fn schedule_name(r: &bench::FidelityRow) -> String {
+    match r.schedule.as_str() {
+        "fixed" => format!("N = {}", r.detect_every),
+        s => format!("{s} (≤ {})", r.detect_every),
+    }
 }
 
 /// The fidelity rows' uncovered reference detections by what the last detection saw.
@@ -516,10 +521,7 @@ fn render_misses(o: &mut String, f: &bench::FidelityReport) {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            match r.schedule.as_str() {
-                "fixed" => format!("N = {}", r.detect_every),
-                s => format!("{s} (≤ {})", r.detect_every),
-            },
+            schedule_name(r),
             missed,
             share(m.unreported),
             share(m.weak),

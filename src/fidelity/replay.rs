@@ -380,6 +380,9 @@ pub struct SimRun {
     pub causes: CauseCounts,
     /// Every detection run: the frame's index in the recording and why.
     pub asked: Vec<(usize, Cause)>,
+    /// By frame: the detection round the tracker got on that frame (reported and weak
+    /// boxes), if one ran.
+    pub rounds: Vec<Option<super::Round>>,
     /// Tracker steps, detection matching and scheduling decisions, summed (this thread).
     pub track_time: Duration,
 }
@@ -405,6 +408,11 @@ pub fn simulate(
             planner.applied(outcome.started);
             run.causes.add(cause);
             run.asked.push((k, cause));
+            run.rounds.resize(k, None);
+            run.rounds.push(Some(super::Round {
+                reported: reported.iter().map(labelled).collect(),
+                weak: weak.iter().map(labelled).collect(),
+            }));
         }
         run.track_time += t0.elapsed();
         run.tracks.push(
@@ -474,7 +482,7 @@ pub fn sweep(
         let run = simulate(rec, tracker, *plan)?;
         let gt_tracks = gt.get_or_insert_with(|| run.tracks.clone());
         let fidelity = super::evaluate(&reference, gt_tracks, &run.tracks);
-        let misses = super::explain_misses(&reference, &run.tracks, &rounds(rec, tracker, &run));
+        let misses = super::explain_misses(&reference, &run.tracks, &run.rounds);
         let per_frame = run.causes.total() as f64 / frames;
         rows.push(SweepRow {
             schedule: plan.kind.as_str(),
@@ -491,28 +499,13 @@ pub fn sweep(
     Ok(rows)
 }
 
-/// The detection rounds of `run` by frame, as the tracker got them: the reported detections
-/// and the weak ones it keeps (`tracker.continue_score` and up).
-fn rounds(rec: &Recording, tracker: &TrackerConfig, run: &SimRun) -> Vec<Option<super::Round>> {
-    let labelled = |d: &Detection| LabelledBox {
+/// A detection as a labelled box (no id).
+fn labelled(d: &Detection) -> LabelledBox {
+    LabelledBox {
         id: 0,
         class_id: d.class_id,
         bbox: d.bbox,
-    };
-    let mut out = vec![None; rec.frames.len()];
-    for &(k, _) in &run.asked {
-        let Some(f) = rec.frames.get(k) else { continue };
-        let (reported, weak) = crate::track::split_weak(f.dets.clone(), rec.threshold);
-        out[k] = Some(super::Round {
-            reported: reported.iter().map(labelled).collect(),
-            weak: weak
-                .iter()
-                .filter(|d| d.score >= tracker.continue_score)
-                .map(labelled)
-                .collect(),
-        });
     }
-    out
 }
 
 #[cfg(test)]
