@@ -46,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         tracks_out: None,
         threads: None,
         inference_only: None,
+        stop: Default::default(),
     };
     let report = bench::run(&settings, &mut Line(std::io::stderr().is_terminal()))?;
     print!("{}", lookout::cli::bench::render_table(&report));

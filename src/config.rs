@@ -314,7 +314,22 @@ impl Config {
                 message: format!("cannot read the configuration file: {e}"),
             }])
         })?;
-        Config::parse(&text, &file)
+        let cfg = Config::parse(&text, &file)?;
+        // The tracks file must not overwrite the configuration it is named in.
+        let tracks = Path::new(&cfg.output.tracks_file);
+        if !cfg.output.tracks_file.is_empty() {
+            if let Some(why) =
+                crate::output::tracks_path_problem(tracks, &[(path, "configuration file")])
+            {
+                let problem = Problem::new("output.tracks_file", why);
+                return Err(ConfigErrors::from_problems(
+                    &file,
+                    Some(&text),
+                    vec![problem],
+                ));
+            }
+        }
+        Ok(cfg)
     }
 
     /// Parses and validates TOML text; `file` names it in errors.
@@ -677,6 +692,15 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
         );
     }
     if !cfg.output.tracks_file.is_empty() {
+        let tracks = Path::new(&cfg.output.tracks_file);
+        let model = Path::new(&cfg.model.file);
+        let keep = [
+            (model, "model file"),
+            (Path::new(&cfg.source.spec), "recording"),
+        ];
+        if let Some(why) = crate::output::tracks_path_problem(tracks, &keep) {
+            bad("output.tracks_file", why);
+        }
         let parent = Path::new(&cfg.output.tracks_file)
             .parent()
             .filter(|p| !p.as_os_str().is_empty());

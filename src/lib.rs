@@ -17,6 +17,7 @@ pub mod detect;
 pub mod fidelity;
 pub mod frame;
 pub mod geom;
+pub mod interrupt;
 pub mod logging;
 pub mod memory;
 pub mod output;

@@ -155,6 +155,81 @@ pub struct TracksFileError {
     pub source: std::io::Error,
 }
 
+/// The longest tracks file name accepted (`PATH_MAX` on Linux, counting its final NUL).
+pub const MAX_PATH_BYTES: usize = 4095;
+
+/// Why `path` can never be a tracks file, if it cannot: longer than the system allows, or a
+/// component longer than 255 bytes (every line would be lost), or the same file as one of
+/// `keep` (the configuration, the model or the recording: the tracks file would overwrite it).
+/// `keep` pairs a file with the name to give it in the message.
+pub fn tracks_path_problem(path: &Path, keep: &[(&Path, &str)]) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let bytes = path.as_os_str().as_bytes().len();
+    if bytes > MAX_PATH_BYTES {
+        return Some(format!(
+            "a file name of {bytes} bytes is longer than the system allows ({MAX_PATH_BYTES})"
+        ));
+    }
+    if let Some(c) = path.components().find(|c| c.as_os_str().len() > 255) {
+        return Some(format!(
+            "the name part \"{}…\" is {} bytes long; the system allows 255",
+            String::from_utf8_lossy(&c.as_os_str().as_bytes()[..32]),
+            c.as_os_str().len()
+        ));
+    }
+    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    };
+    keep.iter().find(|(k, _)| same(path, k)).map(|(k, what)| {
+        format!(
+            "{} is the {what} ({}); writing tracks there would overwrite it",
+            path.display(),
+            k.display()
+        )
+    })
+}
+
+/// Opens the tracks file for writing without ever blocking (a FIFO with no reader is an error,
+/// `ENXIO`, retried later, not a hang), locks a regular file against a second writer, and with
+/// `truncate` empties it — only once the lock is held, so a second daemon never destroys the
+/// first one's lines.
+fn open_tracks_file(path: &Path, truncate: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = File::options()
+        .write(true)
+        .create(true)
+        .append(!truncate)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    // Writes block as usual (a FIFO's reader sets the pace, lines are never torn).
+    let flags = if truncate {
+        rustix::fs::OFlags::empty()
+    } else {
+        rustix::fs::OFlags::APPEND
+    };
+    rustix::fs::fcntl_setfl(&file, flags)?;
+    if file.metadata()?.is_file() {
+        use rustix::fs::FlockOperation;
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ResourceBusy,
+                    "another process (another lookout?) is writing it; give each daemon its own \
+                     tracks file",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if truncate {
+            file.set_len(0)?;
+        }
+    }
+    Ok(file)
+}
+
 /// Complete lines held before they are written (a crash loses at most these and the lines
 /// since the last stats report's flush).
 const BUFFER: usize = 8 * 1024;
@@ -195,9 +270,11 @@ pub struct TracksWriter {
 }
 
 impl TracksWriter {
-    /// Creates (truncates) the file, to be rotated at `max_bytes`.
+    /// Creates (truncates) the file, to be rotated at `max_bytes`. A regular file is locked
+    /// for as long as the writer has it open: a second writer is refused
+    /// ([`std::io::ErrorKind::ResourceBusy`]) and the file left as it was.
     pub fn create(path: &Path, max_bytes: u64) -> Result<TracksWriter, TracksFileError> {
-        let file = File::create(path).map_err(|source| TracksFileError {
+        let file = open_tracks_file(path, true).map_err(|source| TracksFileError {
             path: path.into(),
             source,
         })?;
@@ -232,15 +309,25 @@ impl TracksWriter {
     /// full file system, a directory not mounted yet) is not an error: the failure is told
     /// and counted like any later one, and every line retries until the file can be opened.
     /// The daemon starts this way: its tracks file never keeps it from running.
-    pub fn create_or_retry(path: &Path, max_bytes: u64) -> TracksWriter {
+    ///
+    /// # Errors
+    /// Only a file another writer holds (a second daemon on the same tracks file): that never
+    /// fixes itself, and writing anyway would interleave both daemons' lines.
+    pub fn create_or_retry(path: &Path, max_bytes: u64) -> Result<TracksWriter, TracksFileError> {
         match TracksWriter::create(path, max_bytes) {
-            Ok(w) => w,
+            Ok(w) => Ok(w),
+            Err(e) if e.source.kind() == std::io::ErrorKind::ResourceBusy => Err(e),
             Err(e) => {
                 let mut w = TracksWriter::with_file(path, max_bytes, None, true);
                 w.fail(e.source, 0);
-                w
+                Ok(w)
             }
         }
+    }
+
+    /// The size at which the file rotates.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
 
     /// The file.
@@ -336,7 +423,7 @@ impl TracksWriter {
 
     /// Opens the file again for appending (after a failure), taking its size as it is.
     fn reopen(&mut self) -> std::io::Result<()> {
-        let f = File::options().create(true).append(true).open(&self.path)?;
+        let f = open_tracks_file(&self.path, false)?;
         let meta = f.metadata()?;
         self.rotatable = meta.is_file();
         self.written = meta.len();
@@ -360,7 +447,7 @@ impl TracksWriter {
                 );
             }
         }
-        match File::create(&self.path) {
+        match open_tracks_file(&self.path, true) {
             Ok(f) => {
                 self.file = Some(f);
                 self.written = 0;
@@ -574,7 +661,7 @@ mod tests {
         let later = dir.path().join("not-mounted-yet");
         let path = later.join("tracks.jsonl");
         assert!(TracksWriter::create(&path, 1 << 20).is_err());
-        let mut w = TracksWriter::create_or_retry(&path, 1 << 20);
+        let mut w = TracksWriter::create_or_retry(&path, 1 << 20).unwrap();
         assert!(w.failing.is_some(), "the failure at start is an outage");
         for seq in 0..4 {
             w.write(&frame_out(seq));

@@ -27,6 +27,8 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -127,6 +129,9 @@ pub struct BenchSettings {
     /// Time only the model on the golden photos (no pipeline), this many runs per photo: the
     /// mode `scripts/peer_compare.py` uses to compare with onnxruntime.
     pub inference_only: Option<usize>,
+    /// Set (by SIGINT/SIGTERM) to end the benchmark early: the run under way ends within a
+    /// second and the report covers what ran until then.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// Why a benchmark could not run.
@@ -291,6 +296,7 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         } else {
             Pacing::AsFastAsPossible
         },
+        stop: s.stop.clone(),
     };
     let mut fidelity = None;
     let (runs, inference, target_fps) = match s.inference_only {
@@ -361,6 +367,8 @@ struct Bench<'a> {
     progress: &'a mut dyn Progress,
     /// How files play: as fast as possible, or at their frame rate (`--realtime`).
     pace: Pacing,
+    /// Ends the run under way, and skips the rows after it.
+    stop: Arc<AtomicBool>,
 }
 
 impl Bench<'_> {
@@ -429,6 +437,9 @@ impl Bench<'_> {
         let mut out = Vec::new();
         let n = rows.len();
         for (i, row) in rows.into_iter().enumerate() {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
             let tag = if n > 1 {
                 format!("[{}/{n}] {}: ", i + 1, row.label)
             } else {
@@ -438,7 +449,8 @@ impl Bench<'_> {
             target_fps = p.source.fps().unwrap_or(DEFAULT_TARGET_FPS);
             self.self_check_once(&p, &tag);
             self.progress.phase(&format!("{tag}running {limit}"));
-            let opts = run_options(limit, tracks_out, self.pace);
+            let mut opts = run_options(limit, tracks_out, self.pace);
+            opts.stop = self.stop.clone();
             out.push(run_row(&row, &opts, &mut p, target_fps)?);
             self.progress.finish();
             parts = Some((row.cfg, p));

@@ -113,13 +113,18 @@ where
     Ok(n)
 }
 
-/// `--seconds`: a positive, finite number of seconds.
+/// The longest `--seconds` accepted: a year.
+const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `--seconds`: a positive, finite number of seconds, at most [`MAX_SECONDS`].
 fn positive_seconds(s: &str) -> Result<f64, String> {
     let x: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if x > 0.0 && x.is_finite() {
+    if x > 0.0 && x <= MAX_SECONDS {
         Ok(x)
     } else {
-        Err("must be a positive number of seconds".into())
+        Err(format!(
+            "must be a positive number of seconds, at most {MAX_SECONDS} (a year)"
+        ))
     }
 }
 
@@ -143,6 +148,7 @@ impl BenchArgs {
             tracks_out: self.tracks_out.clone(),
             threads: self.threads,
             inference_only: self.inference_only,
+            stop: Default::default(),
         }
     }
 }
@@ -193,18 +199,40 @@ impl Drop for Spinner {
     }
 }
 
-/// Runs the subcommand and prints the report on stdout.
+/// How long a stop waits for the phase under way to end with what it measured so far (a
+/// pipeline run ends within a second; loading a model or a self-check may not).
+const STOP_GRACE: Duration = Duration::from_millis(900);
+
+/// Runs the subcommand and prints the report on stdout. SIGINT/SIGTERM end it early: the run
+/// under way stops and the report covers what ran until then; a phase that cannot stop
+/// (loading the model, the self-check) ends it with no report. Either way the exit is clean.
 pub fn run(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
-    let report = {
+    let signals = crate::service::Signals::install()
+        .map_err(|e| BenchError::Usage(format!("cannot install signal handlers: {e}")))?;
+    let mut settings = args.settings();
+    settings.stop = signals.stop.clone();
+    let work = move || {
         let mut spinner = Spinner::new();
-        bench::run(&args.settings(), &mut spinner)?
+        bench::run(&settings, &mut spinner)
     };
-    if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| BenchError::Usage(format!("cannot render the report as JSON: {e}")))?;
-        println!("{text}");
+    let report = crate::pipeline::unless_stopped_within(&signals.stop, STOP_GRACE, None, work)?;
+    let stopped = signals.stop.load(std::sync::atomic::Ordering::Relaxed);
+    let Some(report) = report else {
+        eprintln!("lookout bench: stopped by signal before a measurement finished: no report");
+        return Ok(BenchOutcome::Ok);
+    };
+    let report = report?;
+    let out = if args.json {
+        serde_json::to_string_pretty(&report)
+            .map_err(|e| BenchError::Usage(format!("cannot render the report as JSON: {e}")))?
+            + "\n"
     } else {
-        print!("{}", render_table(&report));
+        render_table(&report)
+    };
+    // A closed pipe (`bench | head`) ends the output, not the process with a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+    if stopped {
+        eprintln!("lookout bench: stopped by signal: the report covers what ran until then");
     }
     if report.self_check.status == CheckStatus::Failed {
         eprintln!(

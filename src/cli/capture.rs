@@ -19,16 +19,16 @@ pub struct CaptureArgs {
     pub spec: String,
     /// Pixel format to ask a camera for: a FourCC (YUYV, UYVY, NV12, YU12, 422P, GREY, RGB3,
     /// MJPG) or an alias (MJPEG, JPEG, I420, YUV420, GRAY, Y8, RGB, RGB24), as in the config.
-    #[arg(long)]
+    #[arg(long, value_parser = format_arg)]
     pub format: Option<String>,
     /// Frame size to ask a camera for, WIDTHxHEIGHT (e.g. 640x480).
-    #[arg(long)]
+    #[arg(long, value_parser = size_arg)]
     pub size: Option<String>,
     /// Frame rate to ask a camera for; for recordings without a rate, the playback rate.
     #[arg(long)]
     pub fps: Option<u32>,
     /// Number of frames to read.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     pub frames: u64,
     /// Print the report as JSON.
     #[arg(long)]
@@ -42,6 +42,20 @@ pub struct CaptureArgs {
 /// Names the unknown format and lists the accepted ones.
 pub fn parse_format(name: &str) -> anyhow::Result<PixelFormat> {
     Ok(name.parse::<PixelFormat>()?)
+}
+
+/// `--format`, checked by clap (a refusal is exit status 64, like any bad argument).
+fn format_arg(s: &str) -> Result<String, String> {
+    parse_format(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `--size`, checked by clap.
+fn size_arg(s: &str) -> Result<String, String> {
+    parse_size(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Parses `WIDTHxHEIGHT`.
@@ -121,11 +135,13 @@ pub fn run_capture(args: &CaptureArgs) -> anyhow::Result<()> {
     let mut src =
         source::open(&args.spec, &opts).with_context(|| format!("opening source {}", args.spec))?;
     let report = capture(src.as_mut(), &args.spec, args.frames)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        print!("{}", format_report(&report));
-    }
+        format_report(&report)
+    };
+    // A closed pipe (`capture … | head`) ends the output, not the process with a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     if report.frames == 0 {
         bail!("{}: no frames received", args.spec);
     }

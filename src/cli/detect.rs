@@ -118,14 +118,12 @@ pub fn run(args: &DetectArgs) -> Result<(), Failure> {
             height,
             detections: dets.iter().map(DetectionOut::of_detection).collect(),
         };
-        if args.json {
-            println!(
-                "{}",
-                serde_json::to_string(&res).map_err(anyhow::Error::from)?
-            );
+        let text = if args.json {
+            serde_json::to_string(&res).map_err(anyhow::Error::from)? + "\n"
         } else {
-            print_table(&res);
-        }
+            table(&res)
+        };
+        crate::cli::out(&text)?;
     }
     if all_ok {
         Ok(())
@@ -134,26 +132,31 @@ pub fn run(args: &DetectArgs) -> Result<(), Failure> {
     }
 }
 
-fn print_table(res: &ImageResult) {
-    println!(
-        "{} ({}x{}): {} object(s)",
+/// One image's result as a table for people.
+fn table(res: &ImageResult) -> String {
+    use std::fmt::Write as _;
+    let mut t = format!(
+        "{} ({}x{}): {} object(s)\n",
         res.file,
         res.width,
         res.height,
         res.detections.len()
     );
     if res.detections.is_empty() {
-        return;
+        return t;
     }
-    println!(
+    let _ = writeln!(
+        t,
         "  {:<16} {:>6}  {:>7} {:>7} {:>7} {:>7}",
         "label", "score", "x0", "y0", "x1", "y1"
     );
     for d in &res.detections {
         let [x0, y0, x1, y1] = d.bbox;
-        println!(
+        let _ = writeln!(
+            t,
             "  {:<16} {:>6.2}  {:>7.1} {:>7.1} {:>7.1} {:>7.1}",
             d.label, d.score, x0, y0, x1, y1
         );
     }
+    t
 }

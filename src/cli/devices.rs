@@ -18,17 +18,15 @@ pub struct DevicesArgs {
 /// Only when writing JSON fails.
 pub fn run_devices(args: &DevicesArgs) -> anyhow::Result<()> {
     let devices = source::list_devices();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&devices)?);
-        return Ok(());
-    }
-    if devices.is_empty() {
-        println!("no V4L2 capture devices found");
-        return Ok(());
-    }
-    for d in &devices {
-        print!("{}", format_device(d));
-    }
+    let text = if args.json {
+        serde_json::to_string_pretty(&devices)? + "\n"
+    } else if devices.is_empty() {
+        "no V4L2 capture devices found\n".to_string()
+    } else {
+        devices.iter().map(format_device).collect()
+    };
+    // A closed pipe (`devices | head`) ends the output, not the process with a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     Ok(())
 }
 

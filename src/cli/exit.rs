@@ -7,6 +7,7 @@
 //! | 0 | done, or a clean stop | — |
 //! | 1 | a runtime failure (source, model, I/O, …) | [`Failure::Runtime`], [`Failure::Reported`] |
 //! | 2 | `lookout bench`: the golden self-check failed | [`Failure::SelfCheckFailed`] |
+//! | 64 | a command line lookout refuses (sysexits.h `EX_USAGE`) | [`Failure::Usage`] |
 //! | 78 | a bad configuration (sysexits.h `EX_CONFIG`) | [`Failure::Config`] |
 //!
 //! 78 lets the unit's `RestartPreventExitStatus=78` stop systemd from restart-looping on a typo.
@@ -41,6 +42,14 @@ pub enum Failure {
     /// images, the others still processed): exit status 1, nothing more to say.
     #[error("some inputs failed (reported above)")]
     Reported,
+    /// A command line lookout refuses beyond what clap checks (a value out of range, a file
+    /// that can never work there): exit status 64, like clap's own refusals.
+    #[error("{0}")]
+    Usage(String),
+    /// Whoever read the output closed it (`lookout detect --json | head -1`): the command
+    /// ends quietly, exit status 0.
+    #[error("stdout closed by its reader")]
+    OutputClosed,
     /// Anything else: exit status 1.
     #[error(transparent)]
     Runtime(#[from] anyhow::Error),
@@ -51,6 +60,8 @@ impl Failure {
     pub fn exit_status(&self) -> u8 {
         match self {
             Failure::Config(_) => EX_CONFIG,
+            Failure::Usage(_) => EX_USAGE,
+            Failure::OutputClosed => 0,
             Failure::SelfCheckFailed => EXIT_SELF_CHECK_FAILED,
             Failure::Reported | Failure::Runtime(_) => EXIT_FAILURE,
         }
@@ -103,7 +114,9 @@ pub fn finish(result: Result<(), Failure>, channel: Channel) -> ExitCode {
 
 fn tell(failure: &Failure, channel: Channel) {
     match (failure, channel) {
-        (Failure::Reported | Failure::SelfCheckFailed, _) => {}
+        (Failure::Reported | Failure::SelfCheckFailed | Failure::OutputClosed, _) => {}
+        (Failure::Usage(msg), Channel::Log) => log::error!(LOOKOUT_EVENT = "fatal"; "{msg}"),
+        (Failure::Usage(msg), Channel::Stderr) => eprintln!("lookout: {msg}"),
         (Failure::Config(errs), Channel::Log) => {
             for e in &errs.0 {
                 log::error!(LOOKOUT_EVENT = "config_error", CONFIG_KEY = e.key.as_str(); "bad configuration: {e}");

@@ -2,6 +2,7 @@
 //! defaults — the embedded model on the bundled demo clip — and ends with the clip.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use clap::Args;
@@ -32,7 +33,13 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config, ConfigErrors> {
 
 /// Runs the daemon until the source ends or a signal stops it. A bad configuration is
 /// [`Failure::Config`] (exit status 78), anything else [`Failure::Runtime`].
+///
+/// The signal handlers come first, before any work: a SIGHUP while starting is a reload once
+/// running, a SIGTERM at any stage (reading the configuration, loading the model, a reload
+/// loading a new one) ends the daemon within a second, with status 0.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
+    let signals =
+        Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
     match &args.config {
         None => log::info!(
             LOOKOUT_EVENT = "config";
@@ -40,11 +47,29 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         ),
         Some(p) => log::info!(LOOKOUT_EVENT = "config"; "configuration {}", p.display()),
     }
-    let mut cfg = load_config(args.config.as_ref())?;
-    let signals =
-        Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+    let cfg = load_config(args.config.as_ref())?;
+    check_tracks_out(args, &cfg)?;
     let notifier = Arc::new(Notifier::from_env());
-    let mut parts = pipeline::build(&cfg, None).map_err(|e| startup_error(args, e))?;
+    let stopped_while = |what: &str| {
+        log::info!(LOOKOUT_EVENT = "summary"; "stopped by signal while {what}");
+        notifier.stopping();
+        Ok(())
+    };
+    if signals.stop.load(Ordering::Relaxed) {
+        return stopped_while("reading the configuration");
+    }
+    let built = {
+        let cfg = cfg.clone();
+        pipeline::unless_stopped(&signals.stop, Some(&notifier), move || {
+            pipeline::build(&cfg, None)
+        })
+        .map_err(anyhow::Error::from)?
+    };
+    let Some(built) = built else {
+        return stopped_while("starting (loading the model, opening the source)");
+    };
+    let mut parts = built.map_err(|e| startup_error(args, e))?;
+    let mut cfg = cfg;
     let opts = RunOptions {
         tracks_out: args.tracks_out.clone(),
         stop: signals.stop.clone(),
@@ -52,27 +77,55 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         notifier: Some(notifier.clone()),
         ..RunOptions::default()
     };
-    let mut all: Vec<Summary> = Vec::new();
-    loop {
+    // Only the last run's summary is kept (a daemon reloaded every minute for months must not
+    // grow), and the frames of all of them.
+    let mut frames = 0;
+    let last = loop {
         let summary = pipeline::run_with(&cfg, &opts, &mut parts).map_err(anyhow::Error::from)?;
-        let end = summary.end.clone();
-        all.push(summary);
-        if end != EndReason::Reload {
-            break;
+        frames += summary.total.processed;
+        if summary.end != EndReason::Reload {
+            break summary;
         }
-        signals
-            .reload
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        signals.reload.store(false, Ordering::Relaxed);
         notifier.reloading();
-        // Loading a new model takes seconds on a Pi (minutes under emulation).
-        pipeline::keeping_watchdog_fed(Some(&notifier), || reload(args, &mut cfg, &mut parts));
+        // Loading a new model takes seconds on a Pi (minutes under emulation): the watchdog is
+        // fed meanwhile, and a stop does not wait for it.
+        let args2 = args.clone();
+        let reloaded = pipeline::unless_stopped(&signals.stop, Some(&notifier), move || {
+            reload(&args2, &mut cfg, &mut parts);
+            (cfg, parts)
+        })
+        .map_err(anyhow::Error::from)?;
+        let Some((c, p)) = reloaded else {
+            log_summary(&summary, frames);
+            return stopped_while("reloading");
+        };
+        (cfg, parts) = (c, p);
         notifier.reloaded();
-    }
+    };
     notifier.stopping();
-    if let Some(last) = all.last() {
-        log_summary(last, all.iter().map(|s| s.total.processed).sum());
-    }
+    log_summary(&last, frames);
     Ok(())
+}
+
+/// `--tracks-out FILE` that can never work (a name longer than the system allows, the
+/// configuration or the model itself) is refused before anything starts (exit 64).
+fn check_tracks_out(args: &RunArgs, cfg: &Config) -> Result<(), Failure> {
+    let Some(path) = &args.tracks_out else {
+        return Ok(());
+    };
+    let mut keep = Vec::new();
+    if let Some(c) = &args.config {
+        keep.push((c.as_path(), "configuration file"));
+    }
+    let model = std::path::Path::new(&cfg.model.file);
+    if !cfg.model.file.is_empty() {
+        keep.push((model, "model file"));
+    }
+    match crate::output::tracks_path_problem(path, &keep) {
+        Some(why) => Err(Failure::Usage(format!("--tracks-out: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// A model that cannot be used, or a source spec no backend reads, is a configuration problem

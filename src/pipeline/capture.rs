@@ -27,10 +27,10 @@ pub(super) fn capture_loop(
         if wait_for_slot {
             // Wait until the tracker took the previous frame: nothing is dropped.
             let mut g = hub.lock();
-            while g.frame.is_some() && !g.shutdown {
+            while g.frame.is_some() && !g.shutdown && !stop.load(Ordering::Relaxed) {
                 g = hub.wait(g, Duration::from_millis(100));
             }
-            if g.shutdown {
+            if g.shutdown || stop.load(Ordering::Relaxed) {
                 break;
             }
         }

@@ -1,8 +1,69 @@
-//! Keeping systemd's watchdog fed through bounded waits that are not hangs.
+//! Keeping systemd's watchdog fed through bounded waits that are not hangs, and keeping
+//! long work (loading a model) from holding up a stop.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
+use super::PipelineError;
 use crate::service::Notifier;
+
+/// How often [`unless_stopped`] looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// Runs `f` (start-up work such as loading a model: seconds on a Pi) on its own thread,
+/// `lookout-load`, while this thread watches `stop` and keeps the watchdog fed. Returns
+/// `Ok(None)` as soon as `stop` is set — within [`STOP_POLL`], however long `f` takes; `f`
+/// is left to finish on its own (the process is about to exit).
+///
+/// # Errors
+/// The thread cannot be started (named in the message), or `f` panicked.
+pub fn unless_stopped<T: Send + 'static>(
+    stop: &AtomicBool,
+    notifier: Option<&Notifier>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<Option<T>, PipelineError> {
+    unless_stopped_within(stop, Duration::ZERO, notifier, f)
+}
+
+/// As [`unless_stopped`], but once `stop` is set `f` still has `grace` to finish (work that
+/// honours the same flag ends with what it has).
+///
+/// # Errors
+/// The thread cannot be started (named in the message), or `f` panicked.
+pub fn unless_stopped_within<T: Send + 'static>(
+    stop: &AtomicBool,
+    grace: Duration,
+    notifier: Option<&Notifier>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<Option<T>, PipelineError> {
+    let worker = std::thread::Builder::new()
+        .name("lookout-load".into())
+        .spawn(f)
+        .map_err(|e| PipelineError::Thread(format!("cannot start lookout-load: {e}")))?;
+    let period = notifier.and_then(|n| n.watchdog_period());
+    let mut pinged = Instant::now();
+    let mut deadline: Option<Instant> = None;
+    while !worker.is_finished() {
+        if stop.load(Ordering::Relaxed) {
+            let end = *deadline.get_or_insert_with(|| Instant::now() + grace);
+            if Instant::now() >= end {
+                return Ok(None);
+            }
+        }
+        if let (Some(n), Some(p)) = (notifier, period) {
+            if pinged.elapsed() >= p / 2 {
+                n.ping_watchdog();
+                pinged = Instant::now();
+            }
+        }
+        std::thread::sleep(STOP_POLL);
+    }
+    worker
+        .join()
+        .map(Some)
+        .map_err(|_| PipelineError::Thread("lookout-load panicked (logged above)".into()))
+}
 
 /// Runs `f` while a helper thread pings systemd's watchdog at half its period: for bounded
 /// waits that are not hangs (a reload loading a new model, the end of a run waiting for the
@@ -80,5 +141,21 @@ mod tests {
         );
         // Without systemd it only runs the closure.
         assert_eq!(keeping_watchdog_fed(None, || 3), 3);
+    }
+
+    #[test]
+    fn unless_stopped_returns_the_result_or_leaves_at_a_stop() {
+        let stop = AtomicBool::new(false);
+        assert_eq!(unless_stopped(&stop, None, || 5).unwrap(), Some(5));
+        // Work that would take an hour: a stop ends the wait at once.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        stop.store(true, Ordering::Relaxed);
+        let t = Instant::now();
+        let out = unless_stopped(&stop, None, move || {
+            rx.recv_timeout(Duration::from_secs(3600))
+        });
+        assert!(out.unwrap().is_none());
+        assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+        drop(tx);
     }
 }

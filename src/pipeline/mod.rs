@@ -37,13 +37,14 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::detect::ModelInfo;
+use crate::interrupt::Interrupt;
 use crate::output::{self, TracksWriter};
 use crate::service::Notifier;
 use crate::source::{self, Pacing};
 use crate::stats::{Report, Window};
 
 pub use cores::CoreMap;
-pub use keepalive::keeping_watchdog_fed;
+pub use keepalive::{keeping_watchdog_fed, unless_stopped, unless_stopped_within};
 pub use panics::{install_panic_hook, ThreadPanic, INJECT_AT};
 pub use parts::{build, load_detector, source_options, Part, Parts, Reconcile, Reconciled};
 
@@ -215,13 +216,22 @@ pub fn run_with(
         (!cfg.output.tracks_file.is_empty()).then(|| PathBuf::from(&cfg.output.tracks_file))
     });
     let max_bytes = cfg.output.tracks_max_bytes();
-    let mut writer = tracks_path
-        .as_deref()
-        .map(|p| TracksWriter::create_or_retry(p, max_bytes));
+    // The tracks file stays open across runs (a reload appends to it; another path, or a
+    // new rotation size, starts its own).
+    let mut writer = match (parts.tracks.take(), tracks_path.as_deref()) {
+        (Some(w), Some(p)) if w.path() == p && w.max_bytes() == max_bytes => Some(w),
+        (_, Some(p)) => Some(TracksWriter::create_or_retry(p, max_bytes)?),
+        (_, None) => None,
+    };
     let hub = Arc::new(Hub::default());
+    // Every wait of the source ends when this run does.
+    let interrupt = Interrupt::new();
+    parts.source.set_interrupt(interrupt.clone());
     let cpu0 = process_cpu_time();
     let det_thread = spawn_detector(cfg, opts, parts, &hub)?;
-    let outcome = run_capture_and_tracker(cfg, opts, parts, &hub, writer.as_mut());
+    let outcome = run_capture_and_tracker(cfg, opts, parts, &hub, &interrupt, writer.as_mut());
+    interrupt.raise();
+    parts.tracks = writer;
     // Release the detector whatever happened (the tracker normally did already).
     hub.lock().shutdown = true;
     hub.cv.notify_all();
@@ -282,7 +292,7 @@ fn spawn_detector(
             h.lock().detector_exited = true;
             h.cv.notify_all();
         })
-        .map_err(|e| PipelineError::Thread(format!("detector: {e}")))
+        .map_err(|e| PipelineError::Thread(format!("cannot start lookout-detect: {e}")))
 }
 
 /// Runs the capture and tracker threads, scoped to the run, until the tracker ends it.
@@ -291,6 +301,7 @@ fn run_capture_and_tracker(
     opts: &RunOptions,
     parts: &mut Parts,
     hub: &Arc<Hub>,
+    interrupt: &Interrupt,
     writer: Option<&mut TracksWriter>,
 ) -> Result<RunOutcome, PipelineError> {
     let Parts {
@@ -299,6 +310,12 @@ fn run_capture_and_tracker(
         core_map,
         ..
     } = parts;
+    // Ends the run for every thread: the capture thread's slot wait and its source's waits.
+    let end_run = |h: &Hub| {
+        h.lock().shutdown = true;
+        h.cv.notify_all();
+        interrupt.raise();
+    };
     // A recording played as fast as possible would otherwise hand out frames in a busy loop
     // (hundreds of thousands a second, all replaced unseen), burning a core the tracker may
     // share: it waits until the tracker took the previous frame. Cameras and real-time
@@ -319,7 +336,7 @@ fn run_capture_and_tracker(
                     panics::stop_everything(&h, p);
                 }
             })
-            .map_err(|e| PipelineError::Thread(format!("capture: {e}")))?;
+            .map_err(|e| PipelineError::Thread(format!("cannot start lookout-capture: {e}")))?;
         let h = hub.clone();
         let trk_core = core_map.track;
         let handle = std::thread::Builder::new()
@@ -333,14 +350,20 @@ fn run_capture_and_tracker(
                             Err(PipelineError::Panicked(p))
                         });
                 // Whatever happened, release the other threads.
-                let mut g = h.lock();
-                g.shutdown = true;
-                g.thread_cpu.track = thread_cpu_time();
-                drop(g);
-                h.cv.notify_all();
+                h.lock().thread_cpu.track = thread_cpu_time();
+                end_run(&h);
                 r
-            })
-            .map_err(|e| PipelineError::Thread(format!("tracker: {e}")))?;
+            });
+        let handle = match handle {
+            Ok(handle) => handle,
+            Err(e) => {
+                // The capture thread is running: end it, or the scope would wait for it.
+                end_run(hub);
+                return Err(PipelineError::Thread(format!(
+                    "cannot start lookout-track: {e}"
+                )));
+            }
+        };
         handle
             .join()
             .map_err(|_| PipelineError::Thread("tracker panicked".into()))?
@@ -467,6 +490,7 @@ mod tests {
             }),
             tracker: Tracker::new(c.tracker.clone()).unwrap(),
             core_map,
+            tracks: None,
         };
         let opts = RunOptions {
             notifier: Some(notifier),

@@ -8,6 +8,7 @@ use super::cores::{pin, CoreMap};
 use super::PipelineError;
 use crate::config::Config;
 use crate::detect::Detector;
+use crate::output::TracksWriter;
 use crate::source::{self, FrameSource, Pacing, SourceOptions};
 use crate::sysinfo;
 use crate::track::Tracker;
@@ -44,6 +45,9 @@ pub struct Parts {
     pub tracker: Tracker,
     /// Thread → core map.
     pub core_map: CoreMap,
+    /// The tracks file of the last run, kept open so the next run (after a reload) appends
+    /// to it; `None` until a run opened one.
+    pub tracks: Option<TracksWriter>,
 }
 
 /// Loads the model with a matmul pool pinned as the core map says.
@@ -75,6 +79,7 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
         source,
         tracker,
         core_map,
+        tracks: None,
     })
 }
 

@@ -53,6 +53,11 @@ pub trait FrameSource {
     /// Nominal frame rate: the negotiated camera rate, or the rate a file is paced at.
     fn fps(&self) -> Option<f64>;
 
+    /// The interrupt that ends this source's waits (pacing, reopen back-off, polls) early:
+    /// the pipeline gives each run's own, raised when the run ends. Sources that never wait
+    /// long ignore it.
+    fn set_interrupt(&mut self, _interrupt: crate::interrupt::Interrupt) {}
+
     /// One line for logs: what this source is (device and negotiated mode, or file).
     fn describe(&self) -> String;
 
@@ -118,6 +123,8 @@ pub struct SourceOptions {
     /// instead of being an error: the daemon's `[source] wait_for_camera`. Tools (bench,
     /// capture) leave it off and fail at once.
     pub wait_for_device: bool,
+    /// Ends the source's waits early (see [`FrameSource::set_interrupt`]).
+    pub interrupt: crate::interrupt::Interrupt,
 }
 
 impl Default for SourceOptions {
@@ -133,6 +140,7 @@ impl Default for SourceOptions {
             buffers: 3,
             timeout: Duration::from_secs(2),
             wait_for_device: false,
+            interrupt: crate::interrupt::Interrupt::new(),
         }
     }
 }

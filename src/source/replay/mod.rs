@@ -39,6 +39,7 @@ use y4m::{ReadSeek, Y4mStream};
 
 use super::{FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS};
 use crate::frame::{monotonic_now, Frame, PixelFormat};
+use crate::interrupt::Interrupt;
 
 /// A recording played back as a [`FrameSource`].
 pub struct ReplaySource {
@@ -313,6 +314,10 @@ impl FrameSource for ReplaySource {
         self.pacer.interval.is_none()
     }
 
+    fn set_interrupt(&mut self, interrupt: Interrupt) {
+        self.pacer.interrupt = interrupt;
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} at {:.2} fps{}{}",
@@ -331,9 +336,12 @@ impl FrameSource for ReplaySource {
 /// Sleeps until each frame's due time, like a camera producing at a fixed rate. A consumer
 /// that falls more than one interval behind does not get a burst of catch-up frames: the
 /// schedule restarts from now.
+/// Its sleep ends early when the run's interrupt is raised (a stop never waits a whole
+/// frame interval, however long a file says it is).
 struct Pacer {
     interval: Option<Duration>,
     next_due: Option<Instant>,
+    interrupt: Interrupt,
 }
 
 impl Pacer {
@@ -341,6 +349,7 @@ impl Pacer {
         Pacer {
             interval,
             next_due: None,
+            interrupt: Interrupt::new(),
         }
     }
 
@@ -350,7 +359,7 @@ impl Pacer {
         self.next_due = Some(match self.next_due {
             None => now + iv,
             Some(due) if due > now => {
-                std::thread::sleep(due - now);
+                self.interrupt.sleep_until(due);
                 due + iv
             }
             Some(due) if now - due > iv => now + iv,

@@ -46,6 +46,9 @@ pub struct Negotiated {
     pub fps: Option<f64>,
 }
 
+/// The longest a wait for a frame polls before it looks at the run's interrupt.
+const POLL_SLICE: Duration = Duration::from_millis(250);
+
 /// A V4L2 camera as a [`FrameSource`].
 pub struct V4l2Source {
     path: String,
@@ -180,8 +183,9 @@ impl V4l2Source {
             return Ok(());
         };
         let now = Instant::now();
-        if next_try > now {
-            std::thread::sleep(next_try - now);
+        if next_try > now && self.opts.interrupt.sleep_until(next_try) {
+            // The run is ending: no attempt now (the next run's first `next` makes it).
+            return Err(self.timed_out());
         }
         let mut opts = self.opts.clone();
         if self.opened {
@@ -272,9 +276,15 @@ impl FrameSource for V4l2Source {
             let State::Streaming(open) = &mut self.state else {
                 return Ok(None);
             };
-            let wait = deadline.saturating_duration_since(Instant::now());
+            // Polled in slices, so a run that ends is not held up by a silent camera.
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .min(POLL_SLICE);
             let newest = match take_newest(&mut open.queue, wait) {
                 Ok(Some(n)) => n,
+                Ok(None) if Instant::now() < deadline && !self.opts.interrupt.is_raised() => {
+                    continue
+                }
                 Ok(None) => return Err(self.timed_out()),
                 Err(e) => return Err(self.device_error("VIDIOC_DQBUF", e)),
             };
@@ -328,6 +338,10 @@ impl FrameSource for V4l2Source {
 
     fn fps(&self) -> Option<f64> {
         self.negotiated.fps
+    }
+
+    fn set_interrupt(&mut self, interrupt: crate::interrupt::Interrupt) {
+        self.opts.interrupt = interrupt;
     }
 
     fn describe(&self) -> String {
