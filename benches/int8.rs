@@ -2,7 +2,7 @@
 //! the shipped INT8 model (one `OptMatMulPack` batch item: `k` rows of `mn` contiguous bytes).
 //! K4 is the dot-product kernels' layout (Pi 5, x86 VNNI); Plain(8) the 8-lane layout of the
 //! Pi 4's aarch64 kernel and x86 AVX2. Both sides write the same bytes (tests in
-//! `src/detect/int8/`); the ratio is what counts, on ARM as instructions (models/README.md).
+//! `src/detect/int8/`); the ratio is what counts, on ARM as instructions (docs/performance.md).
 //!
 //! `int8_ops`: lookout's quantization and lookup-table ops against tract's, on tensors of the
 //! shipped graph's sizes (the pyramid's 128×52×52 float sum; a 32×104×104 activation).

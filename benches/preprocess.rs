@@ -192,9 +192,9 @@ fn bench_tensor(c: &mut Criterion) {
                 b.iter(|| naive(black_box(f), &mut out))
             });
             if w == 640 {
-                // An int8 model's input (issue #11 stage 2): quantized in the fused loop, against
-                // the float tensor quantized afterwards (the graph's `QuantizeLinear` as lookout
-                // ran it before). The shipped files' input quantization.
+                // An int8 model's input: quantized in the fused loop, against
+                // the float tensor quantized afterwards (as the graph's own `QuantizeLinear`
+                // would). The shipped files' input quantization.
                 let quant = Quantization {
                     scale: 53.44,
                     zero_point: 0,

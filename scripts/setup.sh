@@ -47,7 +47,7 @@ if ((${#missing[@]})); then
   apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if ! command -v cargo >/dev/null; then
-  echo "setup: cargo not found: install Rust from https://rustup.rs first" >&2; exit 1
+  echo "setup: cargo not found: install Rust (rustup) first" >&2; exit 1
 fi
 if [ "${CROSS:-0}" = 1 ]; then
   rustup target add aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf >/dev/null 2>&1

@@ -1,4 +1,4 @@
-//! Inputs the fuzz targets (`fuzz/`, see README "Fuzzing") crashed on, replayed as plain
+//! Inputs the fuzz targets (`fuzz/`, see docs/development.md, "Fuzzing") crashed on, replayed as plain
 //! tests. The raw inputs are in `tests/data/fuzz/`, named after the target and the artifact
 //! libFuzzer wrote (`cargo +nightly fuzz run --release --sanitizer none TARGET FILE` replays
 //! one under the fuzzer).

@@ -1,4 +1,4 @@
-//! The INT8 accuracy gate (issue #7): every shipped INT8 file against the FP32 model, through
+//! The INT8 accuracy gate: every shipped INT8 file against the FP32 model, through
 //! lookout's own detector, on data like a user's camera — every 5th frame of the bundled clip
 //! (small and distant people, parked cars) and the bundled photos — at the default
 //! preprocessing (letterbox) and the default threshold.
@@ -369,7 +369,7 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
 
 #[test]
 fn the_gate_catches_a_score_ceiling() {
-    // The check the gate relies on, on a graph shaped like the first shipped INT8 files is in
+    // The check the gate relies on, on a graph whose sigmoid output is quantized, is in
     // src/detect/ceiling.rs; here: the FP32 file has no ceiling at all.
     let c = detect::output_ceilings(&ModelSource::File(repo("models/nanodet-g-416-fp32.onnx")))
         .unwrap();

@@ -316,7 +316,7 @@ fn source_errors_say_whether_to_retry() {
     assert!(e.is_some_and(|e| !e.is_transient()));
 }
 
-// ── empty and absurd recordings (issue 14, item 7) ──
+// ── empty and absurd recordings ──
 
 /// A JPEG whose frame header (SOF0) claims `w`×`h`; the scan data stays the small image's.
 fn with_sof_size(mut jpeg: Vec<u8>, w: u16, h: u16) -> Vec<u8> {

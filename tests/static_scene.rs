@@ -2,7 +2,7 @@
 //! sensor-like noise, optionally becoming busy later. Used to check that the adaptive schedule
 //! leaves the model idle on a still scene, through the real pipeline and the fidelity replay.
 //!
-//! To measure the idle cost with `lookout bench` (README, "Adaptive scheduling"), write the
+//! To measure the idle cost with `lookout bench` (docs/tracking.md, "Why `fixed` stays the default"), write the
 //! recording to a file:
 //!
 //! ```text

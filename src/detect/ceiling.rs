@@ -2,8 +2,8 @@
 //!
 //! An INT8 model that quantizes *after* its last float op caps what the decoder can see: a
 //! `Sigmoid → QuantizeLinear → DequantizeLinear` chain in front of `cls_s` cannot give a score
-//! above `127 × scale` (s8). The first shipped INT8 files had ceilings of 0.29–0.82, so a
-//! medium-sized object could never pass the 0.35 threshold (issue #7). This module walks back
+//! above `127 × scale` (s8). Such a file can have ceilings of 0.29–0.82, so that a
+//! medium-sized object never passes the 0.35 threshold. This module walks back
 //! from each output through shape-only ops and `Sigmoid` to the nearest quantized tensor and
 //! reports the largest value that tensor can hold, pushed forward through the sigmoids: the
 //! model-load log warns when a score output cannot reach 0.99, and the INT8 accuracy gate
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_quantized_sigmoid_output_is_capped_at_127_times_its_scale() {
-        // The first shipped form: logits (int8) → DQ → Sigmoid → Q → DQ → cls.
+        // A quantized sigmoid output: logits (int8) → DQ → Sigmoid → Q → DQ → cls.
         let g = graph(
             vec![
                 node("DequantizeLinear", &["logits_q", "s_in", "zp"], "logits"),

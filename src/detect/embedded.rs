@@ -7,7 +7,7 @@
 //! int8 kernel ran the default model at 27× FP32's time on an AMD EPYC (AVX2, no VNNI). On
 //! aarch64 without the dot product lookout runs its own int8 kernel
 //! ([`super::int8::pairwise`]: `SMULL`/`SMLAL2`/`SADALP`, 8 multiply-adds per cycle on an A72
-//! against FP32's 4), which brings the Pi 4 to 0.78× FP32's instructions (models/README.md).
+//! against FP32's 4), which brings the Pi 4 to 0.76× FP32's instructions (docs/performance.md).
 //! So by default (`[model] precision = "auto"`) lookout runs the INT8 model where one of these
 //! kernels exists — dot products, or any 64-bit ARM CPU — FP32 elsewhere (32-bit ARM, x86
 //! without VNNI), and says why in the model's load line.

@@ -190,7 +190,7 @@ struct Typed {
     capped: Vec<ceiling::OutputCeiling>,
 }
 
-/// A score output that cannot carry at least this score is quantized wrongly (issue #7):
+/// A score output that cannot carry at least this score is quantized wrongly:
 /// the load log warns about it and the INT8 gate refuses such a file.
 pub const MIN_SCORE_CEILING: f32 = 0.99;
 

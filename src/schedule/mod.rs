@@ -89,7 +89,7 @@ pub struct PlannerConfig {
     /// Adaptive: moving cells (of 8×8 gray pixels) outside the tracks, in new places, that
     /// make a detection worth asking for (default 8: about a walking person's legs and arms
     /// at 30–60 px tall; fewer asked for a detection every `min_gap` frames in a busy street
-    /// for little coverage — the fidelity replay of the bundled clip, README).
+    /// for little coverage — the fidelity replay of the bundled clip, docs/tracking.md).
     pub min_motion_cells: usize,
     /// Adaptive: track boxes are grown by this fraction of their size on each side before
     /// they explain motion (a walking person's limbs and the box's lag).

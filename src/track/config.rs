@@ -30,8 +30,8 @@ pub struct TrackerConfig {
     /// the round) without ever being reported or starting a track. An object whose score
     /// dips under the threshold for one detection then keeps its box and id instead of
     /// drifting or ending. At or above the model's threshold this is off. Default 0.3 (the
-    /// model's default threshold is 0.35): chosen by fidelity replay (README "Tracking
-    /// fidelity"), where it raised coverage and lowered id switches on every total.
+    /// model's default threshold is 0.35): chosen by fidelity replay (docs/tracking.md),
+    /// where it raised coverage and lowered id switches on every total.
     pub continue_score: f32,
     /// Consecutive detection rounds a confirmed track may go unmatched; it ends at this many.
     /// Scales with the detection interval by construction: it counts rounds, not frames.

@@ -796,7 +796,7 @@ fn detection_candidates(
 /// Smallest IoU between a weak detection and an unmatched track's box for the detection to
 /// keep the track: stricter than `iou_threshold`, since a weak box near a track is as often a
 /// neighbour's or a fragment's. Fidelity replay of seven 200-frame clips (INT8 and FP32, N = 5
-/// and adaptive; README "Tracking fidelity"): at 0.3 (the association's own gate) weak
+/// and adaptive; docs/tracking.md): at 0.3 (the association's own gate) weak
 /// detections raised id switches by 27–56 %; at 0.6, 0.7 and 0.8 they kept them level or
 /// lower, 0.7 with the most consistent gains.
 const WEAK_IOU: f32 = 0.7;

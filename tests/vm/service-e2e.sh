@@ -25,14 +25,14 @@
 # (the dev-profile binary the ARM tests build, stripped; release packages have the same
 # contents, built with fat LTO).
 # Env: VM_DIR (default /var/cache/lookout-ci/vm-<first 12 hex of sha256(vm-build.sh)>),
-#      HARNESS (.ci/harness, else /work/shared/harness), OUT (./vm-service-out),
+#      HARNESS (.ci/harness), OUT (./vm-service-out),
 #      RUN_WAIT (40: seconds of scenario 1 after READY), TIMEOUT_S (1500),
 #      MODEL_INPUT ("128, 128": [model] input_size in the guest; "" = the model's 416x416).
 # Exit: 0 every assertion held; 1 an assertion failed (each printed); 2 VM/setup problem.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -z "${HARNESS:-}" ]; then
-  if [ -x "$ROOT/.ci/harness/vm-e2e.sh" ]; then HARNESS=$ROOT/.ci/harness; else HARNESS=/work/shared/harness; fi
+  HARNESS=$ROOT/.ci/harness
 fi
 KEY=$(sha256sum "$HARNESS/vm-build.sh" | cut -c1-12)
 export VM_DIR=${VM_DIR:-/var/cache/lookout-ci/vm-$KEY}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/vm/v4l2-capture.sh [BIN]
 #
-# Real V4L2 capture test: boots the cached arm64 guest (built by ../shared/harness/vm-build.sh)
-# through ../shared/harness/vm-e2e.sh, which loads the `vivid` virtual camera as /dev/video0.
+# Real V4L2 capture test: boots the cached arm64 guest (built by .ci/harness/vm-build.sh)
+# through .ci/harness/vm-e2e.sh, which loads the `vivid` virtual camera as /dev/video0.
 # Inside, a oneshot unit runs the aarch64 lookout binary BIN:
 #   lookout devices [--json]
 #   lookout capture /dev/video0 --format F --size 640x480 --frames N --json   for F in $FORMATS
@@ -13,13 +13,13 @@
 # BIN defaults to $CARGO_TARGET_DIR/aarch64-unknown-linux-gnu/debug/lookout (the dev profile:
 # dependencies at opt-level 3, shared with the aarch64 test build), built if missing.
 # Env: VM_DIR (default /var/cache/lookout-ci/vm-<first 12 hex of sha256(vm-build.sh)>),
-#      HARNESS (.ci/harness, else /work/shared/harness), OUT (./vm-capture-out), FRAMES (20),
+#      HARNESS (.ci/harness), OUT (./vm-capture-out), FRAMES (20),
 #      FORMATS ("YUYV NV12 GREY"), LOSS_TEST (1), RUN_S (300), TIMEOUT_S (900).
 # Exit: 0 all assertions held; 1 an assertion failed (each failure printed); 2 VM/setup problem.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -z "${HARNESS:-}" ]; then
-  if [ -x "$ROOT/.ci/harness/vm-e2e.sh" ]; then HARNESS=$ROOT/.ci/harness; else HARNESS=/work/shared/harness; fi
+  HARNESS=$ROOT/.ci/harness
 fi
 KEY=$(sha256sum "$HARNESS/vm-build.sh" | cut -c1-12)
 export VM_DIR=${VM_DIR:-/var/cache/lookout-ci/vm-$KEY}

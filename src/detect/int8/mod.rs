@@ -618,9 +618,9 @@ mod tests {
         ("models/nanodet-g-320-int8.onnx", 320),
     ];
 
-    /// The 320 file lookout shipped until stop 26, made by the recipe with its in-graph im2col
+    /// A 320 file made by the recipe with its in-graph im2col
     /// (`i2cs`: every 3×3 conv but the stem as pad → 9 slices → concat → 1×1): the subject of
-    /// the tests of lookout's im2col ops, which such files (and copies of the old ones) still
+    /// the tests of lookout's im2col ops, which such files still
     /// take. Its outputs are bit-identical to the shipped 320 file's.
     pub(super) const I2CS_INT8: (&str, u32) = ("tests/data/nanodet-g-320-int8-i2cs.onnx", 320);
 
@@ -771,7 +771,7 @@ mod tests {
         }
     }
 
-    /// Issue #8 stage 3: every quantized convolution becomes a `QConvI8` before tract
+    /// Every quantized convolution becomes a `QConvI8` before tract
     /// optimizes, each writing the im2col it reads (the stem, 3×3 stride 2, its own), and the
     /// outputs stay bit-identical to tract's own lowering of the whole model.
     /// With tract's kernels as this CPU gets them, and with lookout's pairwise kernel (NEON on

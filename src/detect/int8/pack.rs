@@ -5,7 +5,7 @@
 //! channels × pixels) — tract 0.23.9 writes one byte at a time: `PackedI8K4::pack_view` (the
 //! dot-product kernels: Pi 5, x86 VNNI) and `PackedFormat::pack_t` for 8-bit panels narrower
 //! than 16 bytes (`KOutWriter`: Pi 4 aarch64, armv7, x86 AVX2). On a Pi 5 that byte loop was
-//! 30 % of an INT8 inference, on a Pi 4 16 % (models/README.md, ARM figures).
+//! 30 % of an INT8 inference, on a Pi 4 16 % (docs/int8.md).
 //!
 //! The layouts, for panel `p` of `r` lanes (`m` = lane, `k` = depth):
 //! - **K4** (`PackedI8K4{r}`): `out[p·P + (k/4)·4r + 4m + k%4] = src[k][p·r + m]`,

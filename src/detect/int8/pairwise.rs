@@ -1,5 +1,5 @@
 //! lookout's int8 matmul for CPUs without the dot product (the Pi 4's Cortex-A72, the Pi 3's
-//! A53): 8-bit products widened pairwise (issue #8, item 7).
+//! A53): 8-bit products widened pairwise.
 //!
 //! tract's int8 kernel there (`arm64simd_mmm_i32_8x8`) widens both operands to 16 bits and
 //! multiplies with `smlal` by lane: 4 multiply-adds per instruction, 16 of them and 6 loads

@@ -1,5 +1,5 @@
 //! `QConvI8`: lookout's int8 1×1 convolution, put in place of tract's quantized `Conv` before
-//! tract optimizes the model (issue #8, stage 3).
+//! tract optimizes the model.
 //!
 //! The shipped INT8 graphs compute every convolution but the stem as a 1×1 `QLinearConv`
 //! over an in-graph im2col (or over the activations themselves). tract lowers each of them

@@ -282,7 +282,7 @@ def fail(msg):  # noqa: F811 (scoped override for scenario 5b)
     if LATE_CAMERA_FATAL:
         _fail(msg)
     else:
-        print("[service-e2e] LATE-CAMERA WARN (informational this round):", msg)
+        print("[service-e2e] LATE-CAMERA WARN (informational):", msg)
 
 
 late_how = notes.get("LATE_HOW")
