@@ -589,3 +589,38 @@ fn bench_stopped_by_sigint_reports_what_it_measured() {
     );
     assert!(text.contains("stopped by signal"), "{text}");
 }
+
+#[test]
+fn a_signal_at_any_moment_of_start_up_ends_cleanly_and_promptly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = live_config(dir.path(), "");
+    // From before the handlers can exist (the first milliseconds are the dynamic loader's)
+    // through reading the configuration, loading the model and opening the source, to running.
+    for delay_ms in [0u64, 2, 5, 10, 20, 40, 80, 160, 320, 640, 1280] {
+        let (mut d, err) = spawn(dir.path(), &["run", "--config", cfg.to_str().unwrap()]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        d.signal("TERM");
+        let (status, took) = d
+            .wait_within(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("{delay_ms} ms: hung after SIGTERM"));
+        let text = std::fs::read_to_string(&err).unwrap_or_default();
+        // Either the signal came before `main` (the default action: terminated by it), or the
+        // handlers took it: status 0. Never a failure status, never a panic.
+        let before_main = status.signal() == Some(libc_sigterm()) && text.is_empty();
+        assert!(
+            status.success() || before_main,
+            "{delay_ms} ms: {status}\n{text}"
+        );
+        assert!(
+            took < Duration::from_millis(1500),
+            "{delay_ms} ms: took {took:?}\n{text}"
+        );
+        assert!(!text.contains("panicked"), "{delay_ms} ms: {text}");
+    }
+}
+
+/// SIGTERM's number on Linux.
+fn libc_sigterm() -> i32 {
+    15
+}
