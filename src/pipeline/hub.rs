@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use super::scheduler::DetectorSlot;
 use super::ThreadCpu;
-use crate::detect::Detection;
 use crate::frame::Frame;
 use crate::source;
+use crate::vocab::DetectionRound;
 
 /// A detection result travelling back to the tracker.
 #[derive(Debug)]
 pub(super) struct DetResult {
     pub(super) seq: u64,
-    pub(super) dets: Result<Vec<Detection>, String>,
+    pub(super) dets: Result<DetectionRound, String>,
     pub(super) preprocess: Duration,
     pub(super) model: Duration,
     pub(super) postprocess: Duration,

@@ -271,12 +271,15 @@ fn spawn_detector(
     let delay = opts.detect_delay;
     let resize = cfg.model.resize;
     let floor = cfg.detection_floor();
+    let labels = cfg.label_filter();
     let det = Arc::clone(&parts.detector);
     std::thread::Builder::new()
         .name("lookout-detect".into())
         .spawn(move || {
             pin(det_core, "detector");
-            if let Err(p) = panics::guard(|| detect_loop(&det, &h, delay, resize, floor)) {
+            if let Err(p) =
+                panics::guard(|| detect_loop(&det, &h, delay, resize, floor, labels.as_deref()))
+            {
                 panics::stop_everything(&h, p);
             }
             h.lock().detector_exited = true;
@@ -304,7 +307,6 @@ fn run_capture_and_tracker(
     // share: it waits until the tracker took the previous frame. Cameras and real-time
     // replays pace themselves.
     let wait_for_slot = opts.schedule == Schedule::Lockstep || source.unpaced();
-    let labels = cfg.label_filter();
     std::thread::scope(|scope| {
         let h = hub.clone();
         let stop = opts.stop.clone();
@@ -326,12 +328,11 @@ fn run_capture_and_tracker(
             .name("lookout-track".into())
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
-                let r =
-                    panics::guard(|| track_loop(cfg, opts, &h, tracker, writer, labels.as_deref()))
-                        .unwrap_or_else(|p| {
-                            panics::stop_everything(&h, p.clone());
-                            Err(PipelineError::Panicked(p))
-                        });
+                let r = panics::guard(|| track_loop(cfg, opts, &h, tracker, writer))
+                    .unwrap_or_else(|p| {
+                        panics::stop_everything(&h, p.clone());
+                        Err(PipelineError::Panicked(p))
+                    });
                 // Whatever happened, release the other threads.
                 let mut g = h.lock();
                 g.shutdown = true;

@@ -23,11 +23,8 @@ pub(super) fn track_loop(
     hub: &Hub,
     tracker: &mut Tracker,
     writer: Option<&mut TracksWriter>,
-    labels: Option<&[usize]>,
 ) -> Result<RunOutcome, PipelineError> {
-    let mut s = Scheduler::new(cfg, opts, tracker, &MonotonicClock)
-        .with_writer(writer)
-        .with_labels(labels);
+    let mut s = Scheduler::new(cfg, opts, tracker, &MonotonicClock).with_writer(writer);
     loop {
         let mut g = hub.lock();
         while !s.should_wake(&g) {
