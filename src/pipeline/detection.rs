@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use super::hub::{DetResult, Hub};
-use super::thread_cpu_time;
 use crate::detect::Detector;
 use crate::geom::ResizeMode;
 use crate::preprocess::{self, Scratch};
+use crate::sysinfo::thread_cpu_time;
 
 pub(super) fn detect_loop(
     det: &Detector,

@@ -36,8 +36,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::hub::{DetResult, Shared};
-use super::{EndReason, RunOptions, Schedule};
+use super::hub::{DetResult, DetectorSlot, Shared};
+use super::options::{RunOptions, Schedule};
+use super::summary::EndReason;
 use crate::config::Config;
 use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::logging::RateLimit;
@@ -88,13 +89,6 @@ impl Supervisor for Notifier {
     fn status(&self, status: &str) {
         Notifier::status(self, status);
     }
-}
-
-/// Where detection requests go: the detector thread's one-job slot.
-pub(super) trait DetectorSlot {
-    /// Hands `frame` to the detector and returns true, or returns false (and drops the
-    /// frame) when the detector is still busy with an earlier one.
-    fn submit(&mut self, frame: Frame) -> bool;
 }
 
 /// What the tracker took from the hub in one wake-up.

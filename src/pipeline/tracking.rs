@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use super::error::PipelineError;
 use super::hub::Hub;
+use super::options::RunOptions;
 use super::panics;
 use super::scheduler::{MonotonicClock, RunOutcome, Scheduler};
-use super::{PipelineError, RunOptions};
 use crate::config::Config;
 use crate::output::TracksWriter;
 use crate::track::Tracker;
