@@ -577,7 +577,7 @@ impl Detector {
         let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
         let t = match self.input_quant {
             None => Tensor::from_shape(&shape, input),
-            Some(q) => int8::byte_tensor(&shape, quantized(input, q.quant), q.dt),
+            Some(q) => int8::tensors::byte_tensor(&shape, quantized(input, q.quant), q.dt),
         };
         t.map_err(|e| self.run_err(e))
     }
@@ -589,7 +589,7 @@ impl Detector {
         match (input, self.input_quant) {
             (ModelInput::F32(v), _) => self.float_tensor(v),
             (ModelInput::I8(v, q), Some(want)) if *q == want.quant => {
-                int8::byte_tensor(&shape, v.clone(), want.dt).map_err(|e| self.run_err(e))
+                int8::tensors::byte_tensor(&shape, v.clone(), want.dt).map_err(|e| self.run_err(e))
             }
             (ModelInput::I8(..), _) => Err(DetectError::Run {
                 model: self.info.name.clone(),

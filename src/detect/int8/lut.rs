@@ -235,9 +235,12 @@ impl EvalOp for FastLut {
             lookup_into(&src[first..first + chunk.len()], chunk, table);
             true
         });
-        Ok(tvec!(
-            super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
-        ))
+        Ok(tvec!(super::tensors::byte_tensor(
+            input.shape(),
+            out,
+            self.dt
+        )?
+        .into_tvalue()))
     }
 
     op_out_of_plan!();
