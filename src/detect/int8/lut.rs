@@ -64,9 +64,13 @@ pub fn lookup_in_place(buf: &mut [u8], table: &[u8; 256]) {
             0
         };
         let ptr = buf.as_mut_ptr();
-        // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked); `ptr` is valid for reads and writes
-        // of `n` ≤ `buf.len()` bytes; each 64-byte block is read before it is written.
-        unsafe { vbmi::lookup(ptr, ptr, n, table) };
+        if n > 0 {
+            // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n` is 0 otherwise, and the
+            // function is not entered, as its first instructions are AVX-512 ones); `ptr` is
+            // valid for reads and writes of `n` ≤ `buf.len()` bytes; each 64-byte block is
+            // read before it is written.
+            unsafe { vbmi::lookup(ptr, ptr, n, table) };
+        }
         lookup_in_place_portable(&mut buf[n..], table);
     }
     #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
@@ -87,10 +91,13 @@ pub fn lookup_into(src: &[u8], dst: &mut [u8], table: &[u8; 256]) {
     #[cfg(target_arch = "x86_64")]
     {
         let n = if vbmi::available() { len / 64 * 64 } else { 0 };
-        // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked); both pointers are valid for `n` ≤
-        // `len` bytes, `src` for reads and `dst` for writes, and they do not overlap (a
-        // shared and a unique borrow).
-        unsafe { vbmi::lookup(src.as_ptr(), dst.as_mut_ptr(), n, table) };
+        if n > 0 {
+            // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n` is 0 otherwise, and the
+            // function is not entered); both pointers are valid for `n` ≤ `len` bytes, `src`
+            // for reads and `dst` for writes, and they do not overlap (a shared and a unique
+            // borrow).
+            unsafe { vbmi::lookup(src.as_ptr(), dst.as_mut_ptr(), n, table) };
+        }
         lookup_into_portable(&src[n..len], &mut dst[n..len], table);
     }
     #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
