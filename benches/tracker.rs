@@ -10,10 +10,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use lookout::detect::{BBox, Detection};
+use lookout::detect::BBox;
 use lookout::frame::GrayImage;
 use lookout::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use lookout::track::{Tracker, TrackerConfig};
+use lookout::vocab::Detection;
 use std::time::Duration;
 
 const W: usize = 320;

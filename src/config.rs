@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::{labels, DetectorConfig, ModelSource, Precision};
+use crate::detect::{DetectorConfig, ModelSource, Precision};
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
 use crate::schedule::ScheduleKind;
 use crate::source::Spec;
 use crate::track::TrackerConfig;
+use crate::vocab::labels;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -109,7 +110,7 @@ impl Default for ModelConfig {
             file: String::new(),
             precision: Precision::Auto,
             input_size: Vec::new(),
-            threshold: crate::detect::DEFAULT_SCORE_THRESHOLD,
+            threshold: crate::vocab::DEFAULT_SCORE_THRESHOLD,
             iou_threshold: crate::detect::DEFAULT_IOU_THRESHOLD,
             max_detections: crate::detect::DEFAULT_MAX_DETECTIONS,
             threads: 1,

@@ -30,3 +30,4 @@ pub mod source;
 pub mod stats;
 pub mod sysinfo;
 pub mod track;
+pub mod vocab;

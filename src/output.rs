@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::{self, Detection};
 use crate::frame::monotonic_now;
 use crate::geom::BBox;
 use crate::logging::RateLimit;
+use crate::vocab::{self, Detection};
 
 /// One detection on the wire: an object of `lookout detect --json`
 /// (`{"label":…,"class_id":…,"score":…,"box":[x0,y0,x1,y1]}`), the object part of a track in
@@ -41,7 +41,7 @@ impl DetectionOut {
     /// 4 decimals and the box to 0.1 px.
     pub fn of_detection(d: &Detection) -> DetectionOut {
         DetectionOut {
-            label: detect::label(d.class_id),
+            label: vocab::label(d.class_id),
             class_id: Some(d.class_id),
             score: round_to(d.score, 1e4),
             bbox: round_box(&d.bbox),
@@ -52,7 +52,7 @@ impl DetectionOut {
     /// box to 0.1 px.
     pub fn of_track(class_id: usize, score: f32, bbox: &BBox) -> DetectionOut {
         DetectionOut {
-            label: detect::label(class_id),
+            label: vocab::label(class_id),
             class_id: None,
             score: round_to(score, 1e3),
             bbox: round_box(bbox),
@@ -707,6 +707,6 @@ mod tests {
         );
         assert!(all.values().flat_map(|m| m.values()).all(|v| v
             .iter()
-            .all(|d| d.class_id.is_some_and(|c| detect::label(c) == d.label))));
+            .all(|d| d.class_id.is_some_and(|c| vocab::label(c) == d.label))));
     }
 }

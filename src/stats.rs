@@ -221,34 +221,187 @@ pub struct Report {
 impl Report {
     /// Logs the report as one journal entry with the stable fields of the stats event.
     pub fn log(&self) {
-        log::info!(
-            LOOKOUT_EVENT = "stats",
-            FPS = self.fps,
-            CAPTURE_FPS = self.capture_fps,
-            DETECT_FPS = self.detect_fps,
-            MODEL_TIME_MS = self.model_time_ms,
-            MODEL_TIME_P95_MS = self.model_time_p95_ms,
-            MODEL_TIME_MAX_MS = self.model_time_max_ms,
-            TRACK_TIME_MS = self.track_time_ms,
-            FRAME_AGE_MS = self.frame_age_ms,
-            FRAME_AGE_P95_MS = self.frame_age_p95_ms,
-            FRAMES_DROPPED = self.frames_dropped,
-            FRAMES_CORRUPT = self.frames_corrupt,
-            DETECT_MOTION = self.detect_motion,
-            DETECT_UNCERTAIN = self.detect_uncertain,
-            DETECT_INTERVAL = self.detect_interval,
-            DETECT_IDLE = self.detect_idle,
-            TRACKS_LINES_LOST = self.tracks_lines_lost,
-            TRACKS = self.tracks;
-            "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s){}",
-            self.fps, self.capture_fps, self.detect_fps, self.model_time_ms, self.model_time_p95_ms,
-            self.track_time_ms, self.frame_age_ms, self.frame_age_p95_ms, self.frames_dropped, self.tracks,
-            match self.frames_corrupt {
-                0 => String::new(),
-                n => format!(", {n} damaged frame(s) skipped"),
-            }
+        use JournalField as F;
+        log_event(
+            module_path!(),
+            "stats",
+            &[
+                F::Fps(self.fps),
+                F::CaptureFps(self.capture_fps),
+                F::DetectFps(self.detect_fps),
+                F::ModelTimeMs(self.model_time_ms),
+                F::ModelTimeP95Ms(self.model_time_p95_ms),
+                F::ModelTimeMaxMs(self.model_time_max_ms),
+                F::TrackTimeMs(self.track_time_ms),
+                F::FrameAgeMs(self.frame_age_ms),
+                F::FrameAgeP95Ms(self.frame_age_p95_ms),
+                F::FramesDropped(self.frames_dropped),
+                F::FramesCorrupt(self.frames_corrupt),
+                F::DetectMotion(self.detect_motion),
+                F::DetectUncertain(self.detect_uncertain),
+                F::DetectInterval(self.detect_interval),
+                F::DetectIdle(self.detect_idle),
+                F::TracksLinesLost(self.tracks_lines_lost),
+                F::Tracks(self.tracks as u64),
+            ],
+            format_args!(
+                "{:.1} fps (capture {:.1}), detect {:.2}/s, model {:.1} ms p50 / {:.1} ms p95, track {:.2} ms, frame age {:.0} ms p50 / {:.0} ms p95, {} dropped, {} track(s){}",
+                self.fps, self.capture_fps, self.detect_fps, self.model_time_ms, self.model_time_p95_ms,
+                self.track_time_ms, self.frame_age_ms, self.frame_age_p95_ms, self.frames_dropped, self.tracks,
+                match self.frames_corrupt {
+                    0 => String::new(),
+                    n => format!(", {n} damaged frame(s) skipped"),
+                }
+            ),
         );
     }
+}
+
+/// The numeric fields of the `stats` and `summary` journal events, each with its figure: the
+/// one place their names are spelled (`journalctl LOOKOUT_EVENT=stats` shows them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum JournalField {
+    /// `FPS`: processed frames per second.
+    Fps(f64),
+    /// `CAPTURE_FPS`: frames per second the source delivered.
+    CaptureFps(f64),
+    /// `DETECT_FPS`: model runs per second.
+    DetectFps(f64),
+    /// `MODEL_TIME_MS`: model time p50.
+    ModelTimeMs(f64),
+    /// `MODEL_TIME_P95_MS`: model time p95.
+    ModelTimeP95Ms(f64),
+    /// `MODEL_TIME_MAX_MS`: model time max.
+    ModelTimeMaxMs(f64),
+    /// `TRACK_TIME_MS`: tracker time per frame p50.
+    TrackTimeMs(f64),
+    /// `FRAME_AGE_MS`: frame age p50.
+    FrameAgeMs(f64),
+    /// `FRAME_AGE_P95_MS`: frame age p95.
+    FrameAgeP95Ms(f64),
+    /// `FRAMES_DROPPED`: frames dropped.
+    FramesDropped(u64),
+    /// `FRAMES_CORRUPT`: damaged frames skipped.
+    FramesCorrupt(u64),
+    /// `DETECT_MOTION`: detections asked for by motion.
+    DetectMotion(u64),
+    /// `DETECT_UNCERTAIN`: detections asked for by uncertain tracks.
+    DetectUncertain(u64),
+    /// `DETECT_INTERVAL`: detections asked for by `detect_every`.
+    DetectInterval(u64),
+    /// `DETECT_IDLE`: heartbeat detections while idle.
+    DetectIdle(u64),
+    /// `TRACKS_LINES_LOST`: tracks file lines that could not be written.
+    TracksLinesLost(u64),
+    /// `TRACKS`: confirmed tracks now (stats) or tracks seen (summary).
+    Tracks(u64),
+    /// `FRAMES`: frames processed by the run.
+    Frames(u64),
+}
+
+impl JournalField {
+    /// The field's journal name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JournalField::Fps(_) => "FPS",
+            JournalField::CaptureFps(_) => "CAPTURE_FPS",
+            JournalField::DetectFps(_) => "DETECT_FPS",
+            JournalField::ModelTimeMs(_) => "MODEL_TIME_MS",
+            JournalField::ModelTimeP95Ms(_) => "MODEL_TIME_P95_MS",
+            JournalField::ModelTimeMaxMs(_) => "MODEL_TIME_MAX_MS",
+            JournalField::TrackTimeMs(_) => "TRACK_TIME_MS",
+            JournalField::FrameAgeMs(_) => "FRAME_AGE_MS",
+            JournalField::FrameAgeP95Ms(_) => "FRAME_AGE_P95_MS",
+            JournalField::FramesDropped(_) => "FRAMES_DROPPED",
+            JournalField::FramesCorrupt(_) => "FRAMES_CORRUPT",
+            JournalField::DetectMotion(_) => "DETECT_MOTION",
+            JournalField::DetectUncertain(_) => "DETECT_UNCERTAIN",
+            JournalField::DetectInterval(_) => "DETECT_INTERVAL",
+            JournalField::DetectIdle(_) => "DETECT_IDLE",
+            JournalField::TracksLinesLost(_) => "TRACKS_LINES_LOST",
+            JournalField::Tracks(_) => "TRACKS",
+            JournalField::Frames(_) => "FRAMES",
+        }
+    }
+
+    /// The field's figure, as the journal gets it.
+    fn value(&self) -> log::kv::Value<'static> {
+        use log::kv::Value;
+        match *self {
+            JournalField::Fps(x)
+            | JournalField::CaptureFps(x)
+            | JournalField::DetectFps(x)
+            | JournalField::ModelTimeMs(x)
+            | JournalField::ModelTimeP95Ms(x)
+            | JournalField::ModelTimeMaxMs(x)
+            | JournalField::TrackTimeMs(x)
+            | JournalField::FrameAgeMs(x)
+            | JournalField::FrameAgeP95Ms(x) => Value::from(x),
+            JournalField::FramesDropped(n)
+            | JournalField::FramesCorrupt(n)
+            | JournalField::DetectMotion(n)
+            | JournalField::DetectUncertain(n)
+            | JournalField::DetectInterval(n)
+            | JournalField::DetectIdle(n)
+            | JournalField::TracksLinesLost(n)
+            | JournalField::Tracks(n)
+            | JournalField::Frames(n) => Value::from(n),
+        }
+    }
+}
+
+/// An event's fields as the log record's key-values: `LOOKOUT_EVENT` first, then `fields`.
+struct EventFields<'a> {
+    event: &'static str,
+    fields: &'a [JournalField],
+}
+
+impl log::kv::Source for EventFields<'_> {
+    fn visit<'kvs>(
+        &'kvs self,
+        visitor: &mut dyn log::kv::VisitSource<'kvs>,
+    ) -> Result<(), log::kv::Error> {
+        visitor.visit_pair(
+            log::kv::Key::from_str("LOOKOUT_EVENT"),
+            log::kv::Value::from(self.event),
+        )?;
+        for f in self.fields {
+            visitor.visit_pair(log::kv::Key::from_str(f.name()), f.value())?;
+        }
+        Ok(())
+    }
+
+    fn count(&self) -> usize {
+        1 + self.fields.len()
+    }
+}
+
+/// Logs one info-level journal entry of event `event` (`LOOKOUT_EVENT`) with `fields` and
+/// `message`, as `log::info!` at the caller would (`target`: the caller's `module_path!()`).
+#[track_caller]
+pub fn log_event(
+    target: &'static str,
+    event: &'static str,
+    fields: &[JournalField],
+    message: std::fmt::Arguments<'_>,
+) {
+    let level = log::Level::Info;
+    if level > log::STATIC_MAX_LEVEL || level > log::max_level() {
+        return;
+    }
+    let at = std::panic::Location::caller();
+    let kvs = EventFields { event, fields };
+    log::logger().log(
+        &log::Record::builder()
+            .args(message)
+            .level(level)
+            .target(target)
+            .module_path_static(Some(target))
+            .file_static(Some(at.file()))
+            .line(Some(at.line()))
+            .key_values(&kvs)
+            .build(),
+    );
 }
 
 #[cfg(test)]

@@ -549,6 +549,18 @@ pub fn throttle_words(bits: u32) -> Vec<String> {
         .collect()
 }
 
+/// CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`).
+pub fn process_cpu_time() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time of the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_time() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,7 +78,7 @@ fn cli_json_finds_person_cat_and_cup_with_both_built_in_models() {
                 .unwrap_or_else(|| panic!("{img} {extra:?}: no {want} in {dets:?}"));
             assert_eq!(
                 top["class_id"].as_u64().unwrap() as usize,
-                detect::labels::class_id(want).unwrap()
+                lookout::vocab::labels::class_id(want).unwrap()
             );
             let b = json_box(top);
             assert!(

@@ -15,10 +15,11 @@
 
 use std::path::{Path, PathBuf};
 
-use lookout::detect::{self, BBox, Detection, Detector, DetectorConfig, ModelSource};
+use lookout::detect::{self, BBox, Detector, DetectorConfig, ModelSource};
 use lookout::frame::Frame;
 use lookout::preprocess::{self, Mapping, ResizeMode, Scratch};
 use lookout::source::{self, Pacing, SourceOptions};
+use lookout::vocab::{self, Detection};
 
 /// FP32 detections at or above this score are the reference.
 const REF_SCORE: f32 = 0.4;
@@ -167,7 +168,7 @@ fn compare(imgs: &[Image], fp32: &[Vec<Detection>], int8: &[Vec<Detection>]) -> 
                     format!(
                         "{} {} {:.2}→{:.2}",
                         im.name,
-                        detect::label(refs[i].class_id),
+                        vocab::label(refs[i].class_id),
                         refs[i].score,
                         q[j].score
                     ),
@@ -186,7 +187,7 @@ fn compare(imgs: &[Image], fp32: &[Vec<Detection>], int8: &[Vec<Detection>]) -> 
                 f.missed.push(format!(
                     "{} {} {:.2} {}",
                     im.name,
-                    detect::label(d.class_id),
+                    vocab::label(d.class_id),
                     d.score,
                     show(&d.bbox)
                 ));

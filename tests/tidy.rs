@@ -9,9 +9,16 @@
 //!   `#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]`
 //!   in `src/lib.rs` and `src/main.rs`, which this file checks are still there).
 //! - The modules' imports (`crate::x` in non-test code) form no cycle, and `geom` (plain
-//!   geometry) and `sysinfo` (machine facts) import nothing from the crate.
+//!   geometry) and `sysinfo` (machine facts) import nothing from the crate; `vocab` (the
+//!   detection vocabulary) imports only `geom`. The broken rules of the intended layering are
+//!   listed in [`NEVER_IMPORTS`] (`track` never imports `detect`, …).
+//! - Inside a module, the files' imports (`super::x`, `crate::m::x`, and a `mod.rs` naming its
+//!   children outside `mod`/`pub use` lines) form no cycle either.
 //! - `unsafe` code lives only in the V4L2 mmap queue (`src/source/v4l2/mmap.rs`) and the one
 //!   `malloc_trim` call (`src/memory.rs`).
+//! - No function is over [`MAX_FN_LINES`] lines but documented table printers (and the ones
+//!   left to split, [`LONG_FNS_LEFT`]); no file of `src/` is over [`MAX_FILE_LINES`] code
+//!   lines but the [`NUMERIC_KERNELS`].
 //! - The shipped configuration does not claim that automatic pinning assumes cores `0..N-1`
 //!   (it counts positions in the process's affinity mask).
 //!
@@ -300,6 +307,140 @@ fn find_cycle(graph: &std::collections::BTreeMap<String, Vec<String>>) -> Option
         .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
 }
 
+/// Module pairs `(from, to)`: `from` never imports `to` (the intended layering: the tracker,
+/// the configuration and the preprocessing stay below the detector and the pipeline).
+const NEVER_IMPORTS: &[(&str, &str)] = &[
+    ("track", "detect"),
+    ("track", "pipeline"),
+    ("schedule", "detect"),
+    ("config", "pipeline"),
+    ("preprocess", "detect"),
+    ("vocab", "detect"),
+];
+
+/// The first identifier of `s` (letters, digits, `_`).
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The names a path continues with after `prefix` in `line`: `super::a` → `a`,
+/// `super::{a, b::C}` → `a`, `b`.
+fn names_after<'a>(line: &'a str, prefix: &str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    for part in line.split(prefix).skip(1) {
+        if let Some(group) = part.strip_prefix('{') {
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        out.push(ident(group[start..i].trim_start()));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(ident(group[start..i].trim_start()));
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.push(ident(part));
+        }
+    }
+    out.retain(|n| !n.is_empty());
+    out
+}
+
+/// The import graph between the files of each folder of `src/`: node `src/m/a.rs` (or
+/// `src/m/a/mod.rs`) → the files of the same folder its non-test code names: `super::b`
+/// (a sibling, or the folder's `mod.rs` for anything else), `crate::m::b`, and, from a
+/// `mod.rs`, `b::…` for a child `b` (lines declaring modules or re-exporting, the façade, do
+/// not count).
+fn file_graph(files: &[(String, String)]) -> std::collections::BTreeMap<String, Vec<String>> {
+    use std::collections::BTreeMap;
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    // A folder's child named `name` → its file, if it has one.
+    let child = |dir: &str, name: &str| -> Option<String> {
+        [format!("{dir}/{name}.rs"), format!("{dir}/{name}/mod.rs")]
+            .into_iter()
+            .find(|p| paths.contains(&p.as_str()))
+    };
+    let mut graph = BTreeMap::<String, Vec<String>>::new();
+    for (path, text) in files {
+        let Some(rel) = path.strip_prefix("src/") else {
+            continue;
+        };
+        let is_mod = path.ends_with("/mod.rs");
+        let file_dir = &path[..path.rfind('/').unwrap_or(0)];
+        // The folder `super::` names: a `mod.rs` is its own folder's root.
+        let super_dir = if is_mod {
+            &file_dir[..file_dir.rfind('/').unwrap_or(0)]
+        } else {
+            file_dir
+        };
+        let deps = graph.entry(path.clone()).or_default();
+        let add = |to: String, deps: &mut Vec<String>| {
+            if &to != path && !deps.contains(&to) {
+                deps.push(to);
+            }
+        };
+        // Inside an inline `mod x { … }`, `super::` names the file itself.
+        let mut inline_module = false;
+        for (_, line) in code_lines(text).unwrap_or_default() {
+            let trimmed = line.trim_start();
+            let opens = ["mod ", "pub mod ", "pub(crate) mod ", "pub(super) mod "];
+            if opens.iter().any(|o| line.starts_with(o)) && line.ends_with('{') {
+                inline_module = true;
+            } else if inline_module && line == "}" {
+                inline_module = false;
+            }
+            if !inline_module && super_dir != "src" && !line.contains("super::super::") {
+                for name in names_after(line, "super::") {
+                    match child(super_dir, name) {
+                        Some(f) => add(f, deps),
+                        None => add(format!("{super_dir}/mod.rs"), deps),
+                    }
+                }
+            }
+            let module = rel.split('/').next().unwrap_or("");
+            for name in names_after(line, &format!("crate::{module}::")) {
+                if let Some(f) = child(&format!("src/{module}"), name) {
+                    add(f, deps);
+                }
+            }
+            let facade = [
+                "mod ",
+                "pub mod ",
+                "pub(crate) mod ",
+                "pub use ",
+                "pub(crate) use ",
+            ];
+            if is_mod && !facade.iter().any(|f| trimmed.starts_with(f)) {
+                for word in
+                    line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                {
+                    let Some((first, _)) = word.split_once("::") else {
+                        continue;
+                    };
+                    if matches!(first, "" | "crate" | "super" | "self" | "std") {
+                        continue;
+                    }
+                    if let Some(f) = child(file_dir, first) {
+                        add(f, deps);
+                    }
+                }
+            }
+        }
+    }
+    graph
+}
+
 fn report(what: &str, problems: Vec<String>) {
     assert!(
         problems.is_empty(),
@@ -394,6 +535,169 @@ fn module_imports_form_no_cycle() {
             "src/{leaf} must import nothing from the crate, imports {deps:?}"
         );
     }
+    let vocab = graph.get("vocab").cloned().unwrap_or_default();
+    assert!(
+        vocab.iter().all(|m| m == "geom"),
+        "src/vocab must import nothing from the crate but geom, imports {vocab:?}"
+    );
+}
+
+#[test]
+fn the_layering_has_no_broken_rule() {
+    let graph = import_graph(&rust_files(&root().join("src")));
+    let problems = NEVER_IMPORTS
+        .iter()
+        .filter(|(from, to)| graph.get(*from).is_some_and(|d| d.iter().any(|m| m == to)))
+        .map(|(from, to)| format!("src/{from} imports crate::{to}, which it must never do"))
+        .collect();
+    report("layering", problems);
+}
+
+/// Folders whose files still import each other in a circle, to be untied: the replay
+/// readers and `source/replay/mod.rs` share helpers both ways, as do `replay/mod.rs` and
+/// `source/mod.rs`. The test fails when one of them no longer has a circle, so the list only
+/// shrinks.
+const FILE_CYCLES_LEFT: &[&str] = &["src/source/"];
+
+#[test]
+fn files_inside_a_module_import_each_other_in_no_cycle() {
+    let graph = file_graph(&rust_files(&root().join("src")));
+    assert!(
+        graph
+            .get("src/pipeline/scheduler.rs")
+            .is_some_and(|d| d.iter().any(|f| f == "src/pipeline/hub.rs")),
+        "the file graph sees `use super::hub::…`: {graph:#?}"
+    );
+    let within = |keep: &dyn Fn(&str) -> bool| {
+        let mut g = graph.clone();
+        g.retain(|f, _| keep(f));
+        for deps in g.values_mut() {
+            deps.retain(|f| keep(f));
+        }
+        g
+    };
+    let left = |f: &str| FILE_CYCLES_LEFT.iter().any(|p| f.starts_with(p));
+    if let Some(cycle) = find_cycle(&within(&|f| !left(f))) {
+        panic!("import cycle between files: {cycle}");
+    }
+    for folder in FILE_CYCLES_LEFT {
+        assert!(
+            find_cycle(&within(&|f| f.starts_with(folder))).is_some(),
+            "{folder} has no import cycle between its files any more: take it off FILE_CYCLES_LEFT"
+        );
+    }
+}
+
+/// The longest a function may be, in lines, unless its doc comment says it is "a table
+/// printer" (linear on purpose: one `writeln!` per line of output).
+const MAX_FN_LINES: usize = 100;
+
+/// Functions still over [`MAX_FN_LINES`], to be split (`file::name`). The test fails when
+/// one is no longer over, so the list only shrinks.
+const LONG_FNS_LEFT: &[&str] = &[
+    "src/detect/int8/qconv.rs::for_node",
+    "src/detect/int8/upsample_add.rs::for_chain",
+    "src/config.rs::check_environment",
+];
+
+/// The most code lines (not blank, not comments, before the test module) a file of `src/`
+/// may have, unless it is one of [`NUMERIC_KERNELS`].
+const MAX_FILE_LINES: usize = 700;
+
+/// Files allowed over [`MAX_FILE_LINES`]: numeric kernels, each documented at its top.
+const NUMERIC_KERNELS: &[&str] = &["src/detect/int8/qconv.rs"];
+
+/// The functions of a file's non-test code as (`file::name`, lines from `fn` to its closing
+/// brace, its doc comment): a function ends at the first `}` line indented as its `fn`.
+fn functions(path: &str, text: &str) -> Vec<(String, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| *l == "#[cfg(test)]")
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let mut rest = line.trim_start();
+        for prefix in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "unsafe ",
+            "async ",
+        ] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(sig) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name = ident(sig);
+        let close = format!("{indent}}}");
+        let n = if line.trim_end().ends_with('}') {
+            1
+        } else {
+            match lines[i + 1..end].iter().position(|l| *l == close) {
+                Some(k) => k + 2,
+                None => continue,
+            }
+        };
+        let doc: Vec<&str> = lines[..i]
+            .iter()
+            .rev()
+            .map(|l| l.trim_start())
+            .take_while(|l| l.starts_with("///") || l.starts_with("#["))
+            .map(|l| l.trim_start_matches('/').trim())
+            .collect();
+        let doc: Vec<&str> = doc.into_iter().rev().collect();
+        out.push((format!("{path}::{name}"), n, doc.join(" ")));
+    }
+    out
+}
+
+#[test]
+fn no_function_is_over_100_lines_but_table_printers() {
+    let mut problems = Vec::new();
+    let mut long = Vec::new();
+    for (path, text) in rust_files(&root().join("src")) {
+        for (name, n, doc) in functions(&path, &text) {
+            if n > MAX_FN_LINES && !doc.contains("a table printer") {
+                long.push(name.clone());
+                if !LONG_FNS_LEFT.contains(&name.as_str()) {
+                    problems.push(format!("{name}: {n} lines (at most {MAX_FN_LINES})"));
+                }
+            }
+        }
+    }
+    for left in LONG_FNS_LEFT {
+        if !long.iter().any(|l| l == left) {
+            problems.push(format!(
+                "{left} is no longer long: take it off LONG_FNS_LEFT"
+            ));
+        }
+    }
+    report("long functions", problems);
+}
+
+#[test]
+fn no_file_is_over_700_code_lines_but_numeric_kernels() {
+    let problems = rust_files(&root().join("src"))
+        .iter()
+        .filter(|(path, _)| !NUMERIC_KERNELS.contains(&path.as_str()))
+        .filter_map(|(path, text)| {
+            let n = code_lines(text)
+                .ok()?
+                .iter()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .count();
+            (n > MAX_FILE_LINES)
+                .then(|| format!("{path}: {n} code lines (at most {MAX_FILE_LINES})"))
+        })
+        .collect();
+    report("long files", problems);
 }
 
 #[test]
@@ -461,6 +765,42 @@ fn tidy_rules_fire_on_violations() {
     assert_eq!(find_cycle(&cyclic).as_deref(), Some("a → b → a"));
     let acyclic = import_graph(&files("use crate::b::X;\n", "fn f() {}\n"));
     assert_eq!(find_cycle(&acyclic), None);
+
+    let folder = |m: &str, a: &str, b: &str| {
+        vec![
+            ("src/m/a.rs".to_string(), a.to_string()),
+            ("src/m/b.rs".to_string(), b.to_string()),
+            ("src/m/mod.rs".to_string(), m.to_string()),
+        ]
+    };
+    let siblings = file_graph(&folder(
+        "mod a;\nmod b;\n",
+        "use super::b::X;\n",
+        "use super::{a::Y, Z};\n",
+    ));
+    assert_eq!(
+        find_cycle(&siblings).as_deref(),
+        Some("src/m/a.rs → src/m/b.rs → src/m/a.rs")
+    );
+    assert_eq!(siblings["src/m/b.rs"], ["src/m/a.rs", "src/m/mod.rs"]);
+    let through_mod = file_graph(&folder("mod a;\nuse a::X;\n", "use super::Y;\n", ""));
+    assert_eq!(
+        find_cycle(&through_mod).as_deref(),
+        Some("src/m/a.rs → src/m/mod.rs → src/m/a.rs")
+    );
+    let facade = file_graph(&folder("mod a;\npub use a::X;\n", "use super::Y;\n", ""));
+    assert_eq!(find_cycle(&facade), None);
+
+    let body = "    x();\n".repeat(MAX_FN_LINES);
+    let long = format!("/// Does x.\npub fn f() {{\n{body}}}\n\nimpl A {{\n    fn g() {{}}\n}}\n");
+    let fns = functions("src/a.rs", &long);
+    assert_eq!(fns[0].0, "src/a.rs::f");
+    assert!(fns[0].1 > MAX_FN_LINES && !fns[0].2.contains("a table printer"));
+    assert_eq!((fns[1].0.as_str(), fns[1].1), ("src/a.rs::g", 1));
+    let printer = format!("/// The report: a table printer.\nfn p() {{\n{body}}}\n");
+    assert!(functions("src/a.rs", &printer)[0]
+        .2
+        .contains("a table printer"));
 
     let tract = "use tract_onnx::prelude::*;\n";
     assert_eq!(check_rule(&TRACT_RULE, "src/preprocess.rs", tract).len(), 1);

@@ -4,10 +4,11 @@
 //! Everything here is deterministic (a fixed pseudo-random generator), needs no files, and
 //! checks behaviour only; speed is measured in `benches/tracker.rs`.
 
-use lookout::detect::{BBox, Detection};
+use lookout::detect::BBox;
 use lookout::frame::GrayImage;
 use lookout::track::visual::{MedianFlow, Pyramid, VisualParams};
 use lookout::track::{EndReason, Track, TrackEvent, Tracker, TrackerConfig};
+use lookout::vocab::Detection;
 
 const W: usize = 320;
 const H: usize = 240;

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use super::report::{CheckStatus, ImageCheck, ModelCheck, SelfCheck};
 use super::GOLDEN_ENV;
-use crate::detect::{self, Detection, Detector, DetectorConfig, ModelInfo, RawOutputs};
+use crate::detect::{self, Detector, DetectorConfig, ModelInfo, RawOutputs};
 use crate::geom::{BBox, Mapping, ResizeMode};
 use crate::preprocess;
+use crate::vocab::{self, Detection};
 
 /// Where the golden data is: `$LOOKOUT_GOLDEN_DIR`, `models/golden` under the current
 /// directory and under each ancestor of the executable, `/usr/share/lookout/models/golden`.
@@ -113,7 +114,7 @@ fn key_size(key: &str) -> Option<u32> {
 }
 
 fn describe(d: &Detection) -> String {
-    format!("{} {:.2}", detect::label(d.class_id), d.score)
+    format!("{} {:.2}", vocab::label(d.class_id), d.score)
 }
 
 /// FP32 raw outputs must match onnxruntime's golden outputs within this (largest absolute
@@ -144,7 +145,7 @@ impl GoldenDetection {
     }
 
     fn describe(&self) -> String {
-        format!("{} {:.2}", detect::label(self.class_id), self.score)
+        format!("{} {:.2}", vocab::label(self.class_id), self.score)
     }
 }
 
@@ -196,7 +197,7 @@ pub fn compare_top(ours: &[Detection], golden: &[GoldenDetection]) -> Result<Opt
             } else if iou < MIN_TOP_IOU {
                 Err(format!(
                     "top {} box has IoU {iou:.2} with the golden box (< {MIN_TOP_IOU})",
-                    detect::label(o.class_id)
+                    vocab::label(o.class_id)
                 ))
             } else {
                 Ok(Some(iou))

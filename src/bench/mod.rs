@@ -31,8 +31,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::config::{Config, ConfigErrors};
 use crate::detect::{Detector, ModelSource, Precision};
 use crate::fidelity::replay;
@@ -59,7 +57,7 @@ pub use report::{
     BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
     InferenceTiming, KeepUp, Limit, MissCauses, ModelCheck, ModelFigures, Percentiles,
-    PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
+    PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, Sweep, SystemFigures,
     ThermalFigures, ThreadFigures, SCHEMA_ID,
 };
 pub use timing::time_inference;
@@ -83,21 +81,6 @@ impl fmt::Display for Limit {
             Limit::Seconds(x) => write!(f, "{x} s"),
         }
     }
-}
-
-/// What a sweep varies (serialized as its command-line name in the report's settings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Sweep {
-    /// `model.threads` from 1 to the number of cores.
-    Threads,
-    /// `pipeline.detect_every` over 1, 2, 3, 5, 10.
-    DetectEvery,
-    /// Every `.onnx` file in the models directory.
-    Model,
-    /// Tracking fidelity: the model once on every frame of the source, then fixed N = 1, 2,
-    /// 3, 5, 10 and the adaptive schedule replayed in lockstep from that recording.
-    Fidelity,
 }
 
 /// Everything `lookout bench` was asked for, after the command line was parsed and checked

@@ -10,8 +10,6 @@
 
 use serde::Serialize;
 
-use super::Sweep;
-
 /// The identifier in [`BenchReport::schema`]; bump when keys change meaning.
 pub const SCHEMA_ID: &str = "lookout-bench/1";
 
@@ -551,4 +549,19 @@ pub struct DetectCauses {
     pub uncertain: u64,
     /// The idle heartbeat.
     pub idle: u64,
+}
+
+/// What a sweep varies (serialized as its command-line name in the report's settings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sweep {
+    /// `model.threads` from 1 to the number of cores.
+    Threads,
+    /// `pipeline.detect_every` over 1, 2, 3, 5, 10.
+    DetectEvery,
+    /// Every `.onnx` file in the models directory.
+    Model,
+    /// Tracking fidelity: the model once on every frame of the source, then fixed N = 1, 2,
+    /// 3, 5, 10 and the adaptive schedule replayed in lockstep from that recording.
+    Fidelity,
 }

@@ -82,7 +82,7 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
                 .iter()
                 .map(|d| PlainDetection {
                     class_id: d.class_id,
-                    label: detect::label(d.class_id),
+                    label: crate::vocab::label(d.class_id),
                     score: d.score,
                     bbox: [d.bbox.x0, d.bbox.y0, d.bbox.x1, d.bbox.y1],
                 })

@@ -30,7 +30,7 @@ pub struct DetectArgs {
     )]
     pub precision: Precision,
     /// Minimum score to report, 0..1.
-    #[arg(long, value_name = "X", default_value_t = crate::detect::DEFAULT_SCORE_THRESHOLD,
+    #[arg(long, value_name = "X", default_value_t = crate::vocab::DEFAULT_SCORE_THRESHOLD,
           value_parser = unit_interval)]
     pub threshold: f32,
     /// Threads for the model's matrix products, at least 1.

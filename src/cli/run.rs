@@ -209,6 +209,7 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
 }
 
 fn log_summary(s: &Summary, frames: u64) {
+    use crate::stats::{log_event, JournalField as F};
     let r = &s.report;
     let how = match s.end {
         EndReason::EndOfSource => "end of source",
@@ -216,29 +217,34 @@ fn log_summary(s: &Summary, frames: u64) {
         EndReason::Stopped => "stopped by signal",
         EndReason::Reload => "reload",
     };
-    log::info!(
-        LOOKOUT_EVENT = "summary",
-        FPS = r.fps,
-        DETECT_FPS = r.detect_fps,
-        MODEL_TIME_MS = r.model_time_ms,
-        MODEL_TIME_P95_MS = r.model_time_p95_ms,
-        TRACK_TIME_MS = r.track_time_ms,
-        FRAME_AGE_MS = r.frame_age_ms,
-        FRAME_AGE_P95_MS = r.frame_age_p95_ms,
-        FRAMES_DROPPED = s.total.dropped,
-        FRAMES_CORRUPT = s.total.corrupt,
-        TRACKS = s.tracks_started,
-        TRACKS_LINES_LOST = s.total.tracks_lines_lost,
-        FRAMES = frames;
-        "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen{}{}",
-        r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started,
-        match s.total.corrupt {
-            0 => String::new(),
-            n => format!(", {n} damaged frame(s) skipped"),
-        },
-        match s.total.tracks_lines_lost {
-            0 => String::new(),
-            n => format!(", {n} tracks file line(s) lost"),
-        }
+    log_event(
+        module_path!(),
+        "summary",
+        &[
+            F::Fps(r.fps),
+            F::DetectFps(r.detect_fps),
+            F::ModelTimeMs(r.model_time_ms),
+            F::ModelTimeP95Ms(r.model_time_p95_ms),
+            F::TrackTimeMs(r.track_time_ms),
+            F::FrameAgeMs(r.frame_age_ms),
+            F::FrameAgeP95Ms(r.frame_age_p95_ms),
+            F::FramesDropped(s.total.dropped),
+            F::FramesCorrupt(s.total.corrupt),
+            F::Tracks(s.tracks_started),
+            F::TracksLinesLost(s.total.tracks_lines_lost),
+            F::Frames(frames),
+        ],
+        format_args!(
+            "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen{}{}",
+            r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started,
+            match s.total.corrupt {
+                0 => String::new(),
+                n => format!(", {n} damaged frame(s) skipped"),
+            },
+            match s.total.tracks_lines_lost {
+                0 => String::new(),
+                n => format!(", {n} tracks file line(s) lost"),
+            }
+        ),
     );
 }

@@ -1,7 +1,8 @@
 //! NanoDet's GFL head: per-cell class scores (already sigmoid) and per-side distance
 //! distributions (11 bins, "distribution focal loss") → candidate boxes in model-input pixels.
 
-use super::nms::{BBox, Detection};
+use super::nms::BBox;
+use crate::vocab::Detection;
 
 /// The feature-map strides of the three output levels, in output order.
 pub const STRIDES: [usize; 3] = [8, 16, 32];

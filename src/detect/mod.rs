@@ -5,7 +5,6 @@ pub mod ceiling;
 pub mod decode;
 pub mod embedded;
 pub mod int8;
-pub mod labels;
 pub mod nms;
 pub mod profile;
 
@@ -17,11 +16,11 @@ use tract_linalg::multithread::{multithread_tract_scope, Executor};
 use tract_onnx::prelude::*;
 
 pub use decode::{RawOutputs, OUTPUT_NAMES};
-pub use labels::COCO80;
-pub use nms::{nms, BBox, Detection};
+pub use nms::{nms, BBox};
 pub use profile::{OpProfile, OpTime};
 
 use crate::preprocess::{self, Mapping, ModelInput, ResizeMode};
+use crate::vocab::{Detection, DetectionRound, DEFAULT_SCORE_THRESHOLD};
 
 pub use embedded::{Choice, Embedded, Precision};
 
@@ -77,9 +76,6 @@ pub struct DetectorConfig {
     pub resize: ResizeMode,
 }
 
-/// The default smallest score a detection is reported with (config `model.threshold`,
-/// `lookout detect --threshold`, the golden self-check).
-pub const DEFAULT_SCORE_THRESHOLD: f32 = 0.35;
 /// The default NMS IoU threshold (config `model.iou_threshold`).
 pub const DEFAULT_IOU_THRESHOLD: f32 = 0.6;
 /// The default most detections per image (config `model.max_detections`).
@@ -581,7 +577,7 @@ impl Detector {
         let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
         let t = match self.input_quant {
             None => Tensor::from_shape(&shape, input),
-            Some(q) => int8::byte_tensor(&shape, quantized(input, q.quant), q.dt),
+            Some(q) => int8::tensors::byte_tensor(&shape, quantized(input, q.quant), q.dt),
         };
         t.map_err(|e| self.run_err(e))
     }
@@ -593,7 +589,7 @@ impl Detector {
         match (input, self.input_quant) {
             (ModelInput::F32(v), _) => self.float_tensor(v),
             (ModelInput::I8(v, q), Some(want)) if *q == want.quant => {
-                int8::byte_tensor(&shape, v.clone(), want.dt).map_err(|e| self.run_err(e))
+                int8::tensors::byte_tensor(&shape, v.clone(), want.dt).map_err(|e| self.run_err(e))
             }
             (ModelInput::I8(..), _) => Err(DetectError::Run {
                 model: self.info.name.clone(),
@@ -687,6 +683,23 @@ impl Detector {
         dets
     }
 
+    /// The tracker's [`DetectionRound`] of raw outputs: decoded down to `floor`, only the
+    /// classes `labels` keeps (all when `None`), split at this model's reporting threshold.
+    /// The one place the threshold divides reported from weak detections.
+    pub fn detect_round(
+        &self,
+        raw: &RawOutputs,
+        map: &Mapping,
+        floor: f32,
+        labels: Option<&[usize]>,
+    ) -> DetectionRound {
+        DetectionRound::split(
+            self.postprocess_down_to(raw, map, floor),
+            self.cfg.score_threshold,
+            labels,
+        )
+    }
+
     /// Runs on a preprocessed tensor and returns detections in image pixels.
     pub fn detect_tensor(
         &self,
@@ -729,14 +742,6 @@ fn quantized(floats: &[f32], q: preprocess::Quantization) -> Vec<i8> {
 fn first_line(e: &TractError) -> String {
     let s = format!("{e:#}");
     s.lines().next().unwrap_or("unknown error").to_string()
-}
-
-/// The label of a class id (`class_<id>` if outside COCO-80).
-pub fn label(class_id: usize) -> String {
-    COCO80
-        .get(class_id)
-        .map(|s| s.to_string())
-        .unwrap_or_else(|| format!("class_{class_id}"))
 }
 
 /// Reads an image file (JPEG or PNG) as packed RGB.

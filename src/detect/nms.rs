@@ -1,18 +1,7 @@
-//! Detections and class-aware non-maximum suppression (boxes and IoU are in `geom`, re-exported
-//! here as [`BBox`]).
+//! Class-aware non-maximum suppression (boxes and IoU are in `geom`, detections in `vocab`).
 
 pub use crate::geom::BBox;
-
-/// One detected object.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Detection {
-    /// Index into the model's label list.
-    pub class_id: usize,
-    /// Confidence in 0..1.
-    pub score: f32,
-    /// Box in the pixel space of whatever the caller mapped it to.
-    pub bbox: BBox,
-}
+use crate::vocab::Detection;
 
 /// Class-aware NMS: keeps the best-scoring box of each cluster of same-class boxes whose IoU
 /// exceeds `iou_threshold`. Returns at most `max_detections`, best first.

@@ -8,8 +8,8 @@ pub mod replay;
 
 use std::collections::HashMap;
 
-use crate::detect::labels;
 use crate::geom::BBox;
+use crate::vocab::labels;
 
 /// A labelled box in one frame (a detection or a track).
 #[derive(Clone, Debug, PartialEq)]

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::detect::{DetectError, Detection, Detector};
+use crate::detect::{DetectError, Detector};
 use crate::fidelity::LabelledBox;
 use crate::frame::GrayImage;
 use crate::geom::BBox;
@@ -23,6 +23,7 @@ use crate::preprocess::{self, Scratch};
 use crate::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use crate::source::{self, Pacing, SourceOptions};
 use crate::track::{TrackConfigError, Tracker, TrackerConfig};
+use crate::vocab::{Detection, DetectionRound};
 
 /// One frame of a [`Recording`].
 #[derive(Clone, Debug)]
@@ -33,8 +34,8 @@ pub struct RecordedFrame {
     pub at: Duration,
     /// The tracker's gray plane of the frame.
     pub gray: GrayImage,
-    /// The model's detections on the frame (the configuration's label filter applied).
-    pub dets: Vec<Detection>,
+    /// The model's detection round on the frame (the configuration's label filter applied).
+    pub round: DetectionRound,
 }
 
 /// Every frame of a source with its gray plane and detections, and what they cost.
@@ -51,9 +52,8 @@ pub struct Recording {
     pub frame_size: (u32, u32),
     /// The source's frame rate (10 fps when it says none).
     pub fps: f64,
-    /// The model's reporting threshold: `dets` above it are what the model reports; those at
-    /// or below it are weak detections (kept down to `[tracker] continue_score`), which only
-    /// the tracker sees.
+    /// The model's reporting threshold the rounds were split at (saved with them, so a
+    /// loaded recording splits its detections the same way).
     pub threshold: f32,
 }
 
@@ -70,13 +70,8 @@ impl Recording {
         self.frames
             .iter()
             .map(|f| {
-                let reported: Vec<Detection> = f
-                    .dets
-                    .iter()
-                    .filter(|d| d.score > self.threshold)
-                    .cloned()
-                    .collect();
-                let primary = crate::track::duplicates(&reported, &vec![true; reported.len()]);
+                let reported = &f.round.reported;
+                let primary = crate::track::duplicates(reported, &vec![true; reported.len()]);
                 reported
                     .iter()
                     .zip(primary)
@@ -160,8 +155,8 @@ impl Recording {
                     height: f.gray.height,
                     scale: f.gray.scale,
                     dets: f
-                        .dets
-                        .iter()
+                        .round
+                        .all()
                         .map(|d| (d.class_id, d.score, d.bbox.to_array()))
                         .collect(),
                 })
@@ -212,15 +207,18 @@ impl Recording {
                     scale: f.scale,
                     data,
                 },
-                dets: f
-                    .dets
-                    .into_iter()
-                    .map(|(class_id, score, [x0, y0, x1, y1])| Detection {
-                        class_id,
-                        score,
-                        bbox: BBox::new(x0, y0, x1, y1),
-                    })
-                    .collect(),
+                round: DetectionRound::split(
+                    f.dets
+                        .into_iter()
+                        .map(|(class_id, score, [x0, y0, x1, y1])| Detection {
+                            class_id,
+                            score,
+                            bbox: BBox::new(x0, y0, x1, y1),
+                        })
+                        .collect(),
+                    header.threshold,
+                    None,
+                ),
             });
         }
         Ok(Some(Recording {
@@ -320,10 +318,7 @@ pub fn record_with(
         let map =
             preprocess::frame_to_input(&frame, w, h, cfg.model.resize, &mut input, &mut scratch)
                 .map_err(frame_err)?;
-        let mut dets = det.postprocess_down_to(&det.run_input(&input)?, &map, floor);
-        if let Some(keep) = &labels {
-            dets.retain(|d| keep.contains(&d.class_id));
-        }
+        let round = det.detect_round(&det.run_input(&input)?, &map, floor, labels.as_deref());
         rec.gray_time += t1 - t0;
         rec.detect_time += t1.elapsed();
         rec.frame_size = (frame.width, frame.height);
@@ -331,7 +326,7 @@ pub fn record_with(
             seq: frame.seq,
             at: Duration::from_secs_f64(rec.frames.len() as f64 / fps),
             gray,
-            dets,
+            round,
         });
         on_frame(rec.frames.len());
     }
@@ -402,16 +397,16 @@ pub fn simulate(
         t.drain_events();
         if let Some(cause) = planner.decide(&f.gray, &t, f.at) {
             planner.handed_out(cause, f.at);
-            let (reported, mut weak) = crate::track::split_weak(f.dets.clone(), rec.threshold);
-            weak.retain(|d| d.score >= tracker.continue_score);
-            let outcome = t.apply_detection_round(f.seq, &reported, &weak);
+            let mut round = f.round.clone();
+            round.weak.retain(|d| d.score >= tracker.continue_score);
+            let outcome = t.apply_detection_round(f.seq, &round);
             planner.applied(outcome.started);
             run.causes.add(cause);
             run.asked.push((k, cause));
             run.rounds.resize(k, None);
             run.rounds.push(Some(super::Round {
-                reported: reported.iter().map(labelled).collect(),
-                weak: weak.iter().map(labelled).collect(),
+                reported: round.reported.iter().map(labelled).collect(),
+                weak: round.weak.iter().map(labelled).collect(),
             }));
         }
         run.track_time += t0.elapsed();
@@ -513,7 +508,16 @@ mod tests {
     use super::*;
 
     fn tiny() -> Recording {
-        let frame = |seq: u64, fill: u8, dets: Vec<Detection>| RecordedFrame {
+        let person = Detection {
+            class_id: 0,
+            score: 0.75,
+            bbox: BBox::new(1.0, 2.0, 5.5, 6.0),
+        };
+        let weak = Detection {
+            score: 0.3,
+            ..person.clone()
+        };
+        let frame = |seq: u64, fill: u8, reported: Vec<Detection>| RecordedFrame {
             seq,
             at: Duration::from_millis(100 * seq),
             gray: GrayImage {
@@ -522,12 +526,10 @@ mod tests {
                 scale: 2.0,
                 data: vec![fill; 12],
             },
-            dets,
-        };
-        let person = Detection {
-            class_id: 0,
-            score: 0.75,
-            bbox: BBox::new(1.0, 2.0, 5.5, 6.0),
+            round: DetectionRound {
+                reported,
+                weak: vec![weak.clone()],
+            },
         };
         Recording {
             frames: vec![frame(0, 7, vec![person]), frame(1, 9, Vec::new())],
@@ -557,7 +559,8 @@ mod tests {
         );
         assert_eq!(g0.data, r0.data);
         assert_eq!(back.frames[1].gray.data, vec![9; 12]);
-        assert_eq!(back.frames[0].dets, rec.frames[0].dets);
+        assert_eq!(back.frames[0].round, rec.frames[0].round);
+        assert_eq!(back.frames[1].round.weak.len(), 1);
         assert_eq!(back.frames[1].at, Duration::from_millis(100));
         assert_eq!(
             (back.frame_size, back.fps, back.threshold),

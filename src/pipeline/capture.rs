@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::hub::Hub;
-use super::thread_cpu_time;
 use crate::frame::monotonic_now;
 use crate::source::{self, FrameSource};
+use crate::sysinfo::thread_cpu_time;
 
 /// The capture thread. `wait_for_slot`: hand out a frame only once the tracker took the
 /// previous one (lockstep runs, recordings played as fast as possible); otherwise the newest

@@ -1,13 +1,14 @@
-//! The detector thread: the newest requested frame → tensor → model → detections (down to
-//! `floor`: below the model's threshold they are the tracker's weak detections).
+//! The detector thread: the newest requested frame → tensor → model → a detection round
+//! (decoded down to `floor`, only the configured labels, split by the model's threshold into
+//! reported and weak detections: [`Detector::detect_round`]).
 
 use std::time::{Duration, Instant};
 
 use super::hub::{DetResult, Hub};
-use super::thread_cpu_time;
 use crate::detect::Detector;
 use crate::geom::ResizeMode;
 use crate::preprocess::{self, Scratch};
+use crate::sysinfo::thread_cpu_time;
 
 pub(super) fn detect_loop(
     det: &Detector,
@@ -15,6 +16,7 @@ pub(super) fn detect_loop(
     delay: Duration,
     resize: ResizeMode,
     floor: f32,
+    labels: Option<&[usize]>,
 ) {
     let info = det.info().clone();
     let mut input = det.new_input();
@@ -55,7 +57,7 @@ pub(super) fn detect_loop(
                 Err(e) => (Err(e.to_string()), t1.elapsed(), Duration::ZERO),
                 Ok(raw) => {
                     let t2 = Instant::now();
-                    let d = det.postprocess_down_to(&raw, &map, floor);
+                    let d = det.detect_round(&raw, &map, floor, labels);
                     (Ok(d), t2 - t1, t2.elapsed())
                 }
             },

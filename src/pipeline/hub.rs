@@ -4,17 +4,24 @@ use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::scheduler::DetectorSlot;
-use super::ThreadCpu;
-use crate::detect::Detection;
+use super::error::ThreadPanic;
+use super::summary::ThreadCpu;
 use crate::frame::Frame;
 use crate::source;
+use crate::vocab::DetectionRound;
+
+/// Where detection requests go: the detector thread's one-job slot.
+pub(super) trait DetectorSlot {
+    /// Hands `frame` to the detector and returns true, or returns false (and drops the
+    /// frame) when the detector is still busy with an earlier one.
+    fn submit(&mut self, frame: Frame) -> bool;
+}
 
 /// A detection result travelling back to the tracker.
 #[derive(Debug)]
 pub(super) struct DetResult {
     pub(super) seq: u64,
-    pub(super) dets: Result<Vec<Detection>, String>,
+    pub(super) dets: Result<DetectionRound, String>,
     pub(super) preprocess: Duration,
     pub(super) model: Duration,
     pub(super) postprocess: Duration,
@@ -61,7 +68,7 @@ pub(super) struct Shared {
     /// CPU time of each thread, written by the thread as it ends.
     pub(super) thread_cpu: ThreadCpu,
     /// A pipeline thread panicked (the first one): the run ends with it.
-    pub(super) panicked: Option<super::ThreadPanic>,
+    pub(super) panicked: Option<ThreadPanic>,
 }
 
 #[derive(Default)]

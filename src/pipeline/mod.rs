@@ -14,39 +14,45 @@
 //! In [`Schedule::Lockstep`] (benchmarks of tracking fidelity) capture waits for the tracker
 //! and the tracker waits for each detection it asked for: deterministic, nothing dropped.
 //!
-//! One file per concern: `cores` (the thread → core plan and pinning), `parts` (what a run is
-//! made of: model, source, tracker), `hub` (the state the threads share), `scheduler` (the
-//! tracker thread's rules, steppable without threads), `capture`, `detection` and `tracking`
-//! (the three threads), `keepalive` (the watchdog through long waits).
+//! This file only starts and joins the threads ([`run`], [`run_with`]). One file per concern:
+//! `options` (what a run is asked to do), `summary` (what it reports), `error` (what ends
+//! it), `cores` (the thread → core plan and pinning), `parts` (what a run is made of: model,
+//! source, tracker), `hub` (the state the threads share), `scheduler` (the tracker thread's
+//! rules, steppable without threads), `capture`, `detection` and `tracking` (the three
+//! threads), `keepalive` (the watchdog through long waits), `panics` (a thread's panic ends
+//! the run).
 
 mod capture;
 mod cores;
 mod detection;
+mod error;
 mod hub;
 mod keepalive;
+mod options;
 mod panics;
 mod parts;
 mod scheduler;
+mod summary;
 mod tracking;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::detect::ModelInfo;
 use crate::interrupt::Interrupt;
-use crate::output::{self, TracksWriter};
+use crate::output::TracksWriter;
 use crate::service::Notifier;
-use crate::source::{self, Pacing};
-use crate::stats::{Report, Window};
+use crate::sysinfo::{process_cpu_time, thread_cpu_time};
 
 pub use cores::CoreMap;
+pub use error::{PipelineError, ThreadPanic};
 pub use keepalive::{keeping_watchdog_fed, unless_stopped, unless_stopped_within};
-pub use panics::{install_panic_hook, ThreadPanic, INJECT_AT};
+pub use options::{RunOptions, Schedule};
+pub use panics::{install_panic_hook, INJECT_AT};
 pub use parts::{build, load_detector, source_options, Part, Parts, Reconcile, Reconciled};
+pub use summary::{EndReason, Summary, ThreadCpu};
 
 use capture::capture_loop;
 use cores::pin;
@@ -54,144 +60,6 @@ use detection::detect_loop;
 use hub::Hub;
 use scheduler::RunOutcome;
 use tracking::track_loop;
-
-/// How detection is scheduled against tracking.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
-    /// Real time: capture never waits, the detector runs asynchronously on the newest frame.
-    Live,
-    /// Every frame processed, every requested detection awaited (deterministic evaluation).
-    Lockstep,
-}
-
-/// Everything a run needs besides the configuration.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    /// Scheduling mode.
-    pub schedule: Schedule,
-    /// Override of the replay pacing (benchmarks play files as fast as possible).
-    pub pace: Option<Pacing>,
-    /// Stop after this many processed frames.
-    pub max_frames: Option<u64>,
-    /// Stop after this long.
-    pub max_duration: Option<Duration>,
-    /// Extra JSON Lines file of tracks per frame (overrides `output.tracks_file`).
-    pub tracks_out: Option<PathBuf>,
-    /// Log stats reports and track events (false for quiet benchmark sweeps).
-    pub log_events: bool,
-    /// Artificial extra detector latency (tests of the "never wait for the model" rule).
-    pub detect_delay: Duration,
-    /// Set to stop the run (signals); checked at least every 100 ms.
-    pub stop: Arc<AtomicBool>,
-    /// Set to end the run so the caller can reload its configuration (SIGHUP).
-    pub reload: Arc<AtomicBool>,
-    /// systemd notifications (READY after the first frame, watchdog while frames flow).
-    pub notifier: Option<Arc<Notifier>>,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            schedule: Schedule::Live,
-            pace: None,
-            max_frames: None,
-            max_duration: None,
-            tracks_out: None,
-            log_events: true,
-            detect_delay: Duration::ZERO,
-            stop: Arc::new(AtomicBool::new(false)),
-            reload: Arc::new(AtomicBool::new(false)),
-            notifier: None,
-        }
-    }
-}
-
-/// Why a run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EndReason {
-    /// The recording ended.
-    EndOfSource,
-    /// `max_frames` or `max_duration` reached.
-    Limit,
-    /// Asked to stop (signal).
-    Stopped,
-    /// Asked to reload the configuration (signal).
-    Reload,
-}
-
-/// The outcome of a run.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    /// Counters and histograms of the whole run.
-    pub total: Window,
-    /// The figures of the whole run.
-    pub report: Report,
-    /// The model that ran.
-    pub model: ModelInfo,
-    /// Source description.
-    pub source: String,
-    /// Source frame rate, if known.
-    pub source_fps: Option<f64>,
-    /// Track start events.
-    pub tracks_started: u64,
-    /// Track end events.
-    pub tracks_ended: u64,
-    /// Process CPU time spent during the run.
-    pub cpu_time: Duration,
-    /// Why it ended.
-    pub end: EndReason,
-    /// Which core each thread was pinned to (`None`: not pinned).
-    pub core_map: CoreMap,
-    /// CPU time each pipeline thread used, read by the thread itself as it ended.
-    pub thread_cpu: ThreadCpu,
-}
-
-/// CPU time of the three pipeline threads over a run (`CLOCK_THREAD_CPUTIME_ID`, read by each
-/// thread just before it ends: the threads are gone when the caller could look). The model's
-/// matmul pool outlives the run; its threads are named `lookout-mm-N`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ThreadCpu {
-    /// `lookout-capture`.
-    pub capture: Duration,
-    /// `lookout-track`.
-    pub track: Duration,
-    /// `lookout-detect` (preprocessing, the model's own share on this thread, decode + NMS).
-    pub detect: Duration,
-}
-
-/// Errors that end a run.
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    /// The source failed for good.
-    #[error(transparent)]
-    Source(#[from] source::SourceError),
-    /// The model failed to load or run.
-    #[error(transparent)]
-    Detect(#[from] crate::detect::DetectError),
-    /// The tracker configuration is invalid.
-    #[error("tracker: {0}")]
-    Tracker(String),
-    /// The tracks file cannot be written.
-    #[error(transparent)]
-    Output(#[from] output::TracksFileError),
-    /// A thread could not be started or died.
-    #[error("pipeline thread {0}")]
-    Thread(String),
-    /// A pipeline thread panicked (logged in full when it was caught): the run ended at once.
-    #[error("pipeline thread {} panicked (logged above); the run ended", .0.thread)]
-    Panicked(ThreadPanic),
-}
-
-fn process_cpu_time() -> Duration {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// CPU time of the calling thread.
-fn thread_cpu_time() -> Duration {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// Opens the source and loads the model for `cfg`, then runs until the source ends, a limit
 /// is reached or `opts.stop` is set.
@@ -281,12 +149,15 @@ fn spawn_detector(
     let delay = opts.detect_delay;
     let resize = cfg.model.resize;
     let floor = cfg.detection_floor();
+    let labels = cfg.label_filter();
     let det = Arc::clone(&parts.detector);
     std::thread::Builder::new()
         .name("lookout-detect".into())
         .spawn(move || {
             pin(det_core, "detector");
-            if let Err(p) = panics::guard(|| detect_loop(&det, &h, delay, resize, floor)) {
+            if let Err(p) =
+                panics::guard(|| detect_loop(&det, &h, delay, resize, floor, labels.as_deref()))
+            {
                 panics::stop_everything(&h, p);
             }
             h.lock().detector_exited = true;
@@ -321,7 +192,6 @@ fn run_capture_and_tracker(
     // share: it waits until the tracker took the previous frame. Cameras and real-time
     // replays pace themselves.
     let wait_for_slot = opts.schedule == Schedule::Lockstep || source.unpaced();
-    let labels = cfg.label_filter();
     std::thread::scope(|scope| {
         let h = hub.clone();
         let stop = opts.stop.clone();
@@ -343,12 +213,11 @@ fn run_capture_and_tracker(
             .name("lookout-track".into())
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
-                let r =
-                    panics::guard(|| track_loop(cfg, opts, &h, tracker, writer, labels.as_deref()))
-                        .unwrap_or_else(|p| {
-                            panics::stop_everything(&h, p.clone());
-                            Err(PipelineError::Panicked(p))
-                        });
+                let r = panics::guard(|| track_loop(cfg, opts, &h, tracker, writer))
+                    .unwrap_or_else(|p| {
+                        panics::stop_everything(&h, p.clone());
+                        Err(PipelineError::Panicked(p))
+                    });
                 // Whatever happened, release the other threads.
                 h.lock().thread_cpu.track = thread_cpu_time();
                 end_run(&h);
@@ -405,9 +274,9 @@ mod tests {
     //! would hear, never on the clock.
     use super::*;
     use crate::frame::{monotonic_now, Frame};
-    use crate::source::FrameSource;
+    use crate::source::{self, FrameSource};
     use crate::track::Tracker;
-    use std::sync::atomic::Ordering;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     /// A camera that delivers two frames, is lost and being reopened until the test lets it
     /// come back (`back`), then delivers two more frames and ends. It gives up after ~30 s of

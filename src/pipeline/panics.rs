@@ -12,27 +12,14 @@
 //! environment variable `LOOKOUT_TEST_PANIC=capture|tracking|detection` makes that thread
 //! panic once it reaches frame [`INJECT_AT`] (`tests/faults.rs`). Release builds do not read it.
 //!
-//! [`PipelineError::Panicked`]: super::PipelineError::Panicked
+//! [`PipelineError::Panicked`]: super::error::PipelineError::Panicked
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::error::ThreadPanic;
 use super::hub::Hub;
-
-/// A pipeline thread's panic, caught.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("pipeline thread {thread} panicked{}{}: {message}", frame.map_or(String::new(), |s| format!(" at frame {s}")), location.as_deref().map_or(String::new(), |l| format!(" ({l})")))]
-pub struct ThreadPanic {
-    /// The thread's name (`lookout-capture`, `lookout-track`, `lookout-detect`).
-    pub thread: String,
-    /// The frame the thread was working on (the last one it took), if any.
-    pub frame: Option<u64>,
-    /// The panic's message.
-    pub message: String,
-    /// Where it panicked (`file:line:column`), when the hook saw it.
-    pub location: Option<String>,
-}
 
 thread_local! {
     /// The frame this thread is working on, for the panic's context.

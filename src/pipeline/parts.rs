@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::cores::{pin, CoreMap};
-use super::PipelineError;
+use super::error::PipelineError;
 use crate::config::Config;
 use crate::detect::Detector;
 use crate::output::TracksWriter;

@@ -36,8 +36,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::hub::{DetResult, Shared};
-use super::{EndReason, RunOptions, Schedule};
+use super::hub::{DetResult, DetectorSlot, Shared};
+use super::options::{RunOptions, Schedule};
+use super::summary::EndReason;
 use crate::config::Config;
 use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::logging::RateLimit;
@@ -90,13 +91,6 @@ impl Supervisor for Notifier {
     }
 }
 
-/// Where detection requests go: the detector thread's one-job slot.
-pub(super) trait DetectorSlot {
-    /// Hands `frame` to the detector and returns true, or returns false (and drops the
-    /// frame) when the detector is still busy with an earlier one.
-    fn submit(&mut self, frame: Frame) -> bool;
-}
-
 /// What the tracker took from the hub in one wake-up.
 pub(super) struct Taken {
     /// The newest frame, unless none arrived or a lockstep run awaits a detection.
@@ -137,9 +131,6 @@ pub(super) struct Scheduler<'a> {
     lockstep: bool,
     track_width: u32,
     opts: &'a RunOptions,
-    labels: Option<&'a [usize]>,
-    /// The model's reporting threshold: detections at or below it are weak (tracker only).
-    threshold: f32,
     // ── collaborators ──
     tracker: &'a mut Tracker,
     writer: Option<&'a mut TracksWriter>,
@@ -192,8 +183,6 @@ impl<'a> Scheduler<'a> {
             lockstep: opts.schedule == Schedule::Lockstep,
             track_width: cfg.pipeline.track_width,
             opts,
-            labels: None,
-            threshold: cfg.model.threshold,
             tracker,
             writer: None,
             supervisor: opts.notifier.as_deref().map(|n| n as &dyn Supervisor),
@@ -220,12 +209,6 @@ impl<'a> Scheduler<'a> {
     /// Publishes every processed frame's tracks to `writer`.
     pub(super) fn with_writer(mut self, writer: Option<&'a mut TracksWriter>) -> Self {
         self.writer = writer;
-        self
-    }
-
-    /// Keeps only detections of these classes (`None`: all).
-    pub(super) fn with_labels(mut self, labels: Option<&'a [usize]>) -> Self {
-        self.labels = labels;
         self
     }
 
@@ -315,12 +298,8 @@ impl<'a> Scheduler<'a> {
                 self.waiting_for = None;
             }
             match r.dets {
-                Ok(mut dets) => {
-                    if let Some(keep) = self.labels {
-                        dets.retain(|d| keep.contains(&d.class_id));
-                    }
-                    let (reported, weak) = crate::track::split_weak(dets, self.threshold);
-                    let outcome = self.tracker.apply_detection_round(r.seq, &reported, &weak);
+                Ok(round) => {
+                    let outcome = self.tracker.apply_detection_round(r.seq, &round);
                     self.planner.applied(outcome.started);
                 }
                 Err(e) => {
@@ -551,10 +530,10 @@ mod tests {
     //! The rules stepped by hand: a [`Shared`] stands in for the other threads (the test puts
     //! frames in the slot and answers jobs), a fake clock for time, a recorder for systemd.
     use super::*;
-    use crate::detect::Detection;
     use crate::frame::PixelFormat;
     use crate::geom::BBox;
     use crate::track::TrackerConfig;
+    use crate::vocab::{Detection, DetectionRound};
     use std::cell::{Cell, RefCell};
     use std::sync::atomic::Ordering;
 
@@ -638,6 +617,14 @@ mod tests {
         }
     }
 
+    /// A round of `dets`, all reported.
+    fn reported(dets: Vec<Detection>) -> DetectionRound {
+        DetectionRound {
+            reported: dets,
+            weak: Vec::new(),
+        }
+    }
+
     /// The lines of a tracks file, parsed.
     fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
         std::fs::read_to_string(path)
@@ -652,7 +639,7 @@ mod tests {
         let job = hub.job.take().expect("a detection was requested");
         hub.results.push_back(DetResult {
             seq: job.seq,
-            dets,
+            dets: dets.map(reported),
             preprocess: 2 * MS,
             model: 40 * MS,
             postprocess: MS,
@@ -805,7 +792,7 @@ mod tests {
         }
         hub.results.push_back(DetResult {
             seq: job.seq,
-            dets: Ok(vec![det(0)]),
+            dets: Ok(reported(vec![det(0)])),
             preprocess: MS,
             model: MS,
             postprocess: MS,
@@ -934,7 +921,7 @@ mod tests {
     }
 
     #[test]
-    fn detections_of_other_classes_are_dropped_and_failed_ones_counted() {
+    fn failed_detections_are_counted_as_runs() {
         let (c, opts, clock, mut hub) = (
             cfg(1),
             RunOptions::default(),
@@ -942,14 +929,13 @@ mod tests {
             Shared::default(),
         );
         let mut t = tracker();
-        let keep = [0usize];
-        let mut s = Scheduler::new(&c, &opts, &mut t, &clock).with_labels(Some(&keep));
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
         deliver(&mut s, &mut hub, &clock, 0);
-        answer(&mut hub, Ok(vec![det(2)]));
+        answer(&mut hub, Ok(Vec::new()));
         deliver(&mut s, &mut hub, &clock, 1);
         answer(&mut hub, Err("frame 1: bad data".into()));
         deliver(&mut s, &mut hub, &clock, 2);
-        assert_eq!(s.tracker.tracks().count(), 0, "class 2 is not tracked");
+        assert_eq!(s.tracker.tracks().count(), 0);
         assert_eq!(
             s.window.detections, 2,
             "a failed detection still counts as a run"

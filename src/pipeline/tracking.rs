@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use super::error::PipelineError;
 use super::hub::Hub;
+use super::options::RunOptions;
 use super::panics;
 use super::scheduler::{MonotonicClock, RunOutcome, Scheduler};
-use super::{PipelineError, RunOptions};
 use crate::config::Config;
 use crate::output::TracksWriter;
 use crate::track::Tracker;
@@ -23,11 +24,8 @@ pub(super) fn track_loop(
     hub: &Hub,
     tracker: &mut Tracker,
     writer: Option<&mut TracksWriter>,
-    labels: Option<&[usize]>,
 ) -> Result<RunOutcome, PipelineError> {
-    let mut s = Scheduler::new(cfg, opts, tracker, &MonotonicClock)
-        .with_writer(writer)
-        .with_labels(labels);
+    let mut s = Scheduler::new(cfg, opts, tracker, &MonotonicClock).with_writer(writer);
     loop {
         let mut g = hub.lock();
         while !s.should_wake(&g) {

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 use pathfinding::kuhn_munkres::kuhn_munkres;
 use pathfinding::matrix::Matrix;
 
-use crate::detect::labels;
 use crate::geom::BBox;
+use crate::vocab::labels;
 
 /// A track's box at each of its last frames, oldest first, at most `capacity` entries.
 #[derive(Clone, Debug)]

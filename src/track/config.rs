@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::motion::KalmanParams;
 use super::visual::{self, VisualParams};
-use crate::detect::labels;
+use crate::vocab::labels;
 
 /// Settings of the [`Tracker`](super::Tracker).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ impl Default for TrackerConfig {
         TrackerConfig {
             iou_threshold: 0.3,
             confirm_hits: 2,
-            confirm_score: crate::detect::DEFAULT_SCORE_THRESHOLD,
+            confirm_score: crate::vocab::DEFAULT_SCORE_THRESHOLD,
             continue_score: 0.3,
             max_misses: 2,
             max_age_frames: 60,

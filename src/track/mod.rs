@@ -35,9 +35,9 @@ pub mod visual;
 
 pub use config::{KalmanConfig, TrackConfigError, TrackerConfig, VisualConfig};
 
-use crate::detect::Detection;
 use crate::frame::GrayImage;
 use crate::geom::BBox;
+use crate::vocab::{Detection, DetectionRound};
 use assoc::{Candidate, History};
 use cadence::Cadence;
 use motion::{BoxKalman, KalmanParams};
@@ -131,19 +131,6 @@ pub struct ApplyOutcome {
     pub ignored: usize,
     /// Tracks kept by a weak detection (below the reporting threshold) in the round.
     pub continued: usize,
-}
-
-/// Splits a detection round's output (decoded down to `continue_score`) into the detections
-/// to report, scoring above `threshold` as the decoder's own threshold does, and the weak
-/// rest, which may only keep existing tracks ([`Tracker::apply_detection_round`]).
-pub fn split_weak(mut dets: Vec<Detection>, threshold: f32) -> (Vec<Detection>, Vec<Detection>) {
-    let weak = dets
-        .iter()
-        .filter(|d| d.score <= threshold)
-        .cloned()
-        .collect();
-    dets.retain(|d| d.score > threshold);
-    (dets, weak)
 }
 
 /// A detection at most this many frames older than the tracker's frame may confirm a new
@@ -428,15 +415,21 @@ impl Tracker {
     /// Unmatched detections start tentative tracks at the detection's box; unmatched
     /// candidate tracks count a miss.
     pub fn apply_detections(&mut self, det_seq: u64, dets: &[Detection]) -> ApplyOutcome {
-        self.apply_detection_round(det_seq, dets, &[])
+        self.apply_round(det_seq, dets, &[])
     }
 
     /// [`Tracker::apply_detections`] with the round's weak detections too: those the model
-    /// scored below its reporting threshold but at least `continue_score` (see
-    /// [`split_weak`]). After `dets` are matched, a confirmed track left unmatched may be
-    /// corrected by a weak detection of its object (IoU ≥ `iou_threshold`), which then counts
-    /// as its match for the round; weak detections never start, confirm or report a track.
-    pub fn apply_detection_round(
+    /// scored at or below its reporting threshold but at least `continue_score` (see
+    /// [`DetectionRound::split`]). After the reported detections are matched, a confirmed
+    /// track left unmatched may be corrected by a weak detection of its object (IoU ≥
+    /// `iou_threshold`), which then counts as its match for the round; weak detections never
+    /// start, confirm or report a track.
+    pub fn apply_detection_round(&mut self, det_seq: u64, round: &DetectionRound) -> ApplyOutcome {
+        self.apply_round(det_seq, &round.reported, &round.weak)
+    }
+
+    /// [`Tracker::apply_detection_round`] on the round's two lists.
+    fn apply_round(
         &mut self,
         det_seq: u64,
         dets: &[Detection],
@@ -696,7 +689,7 @@ impl Tracker {
                 && o.confirmed
                 && o.dead.is_none()
                 && o.public.misses >= 1
-                && crate::detect::labels::confusable(o.public.class_id, t.public.class_id);
+                && crate::vocab::labels::confusable(o.public.class_id, t.public.class_id);
             if !eligible {
                 continue;
             }
@@ -816,7 +809,7 @@ pub fn duplicates(dets: &[Detection], usable: &[bool]) -> Vec<Option<usize>> {
         primary[i] = order[..k].iter().copied().find(|&j| {
             primary[j].is_none()
                 && dets[j].class_id != dets[i].class_id
-                && crate::detect::labels::confusable(dets[j].class_id, dets[i].class_id)
+                && crate::vocab::labels::confusable(dets[j].class_id, dets[i].class_id)
                 && dets[j].bbox.iou(&dets[i].bbox) >= DUPLICATE_IOU
         });
     }
@@ -1131,7 +1124,7 @@ mod tests {
             tr.step(seq, &flat(2.0));
             plain.step(seq, &flat(2.0));
             let x = 100.0 + 4.0 * seq as f32;
-            let out = tr.apply_detection_round(seq, &[], &[weak(x, 100.0, 0)]);
+            let out = tr.apply_round(seq, &[], &[weak(x, 100.0, 0)]);
             assert_eq!((out.matched, out.continued, out.missed), (0, 1, 0));
             let out = plain.apply_detections(seq, &[]);
             assert_eq!(out.missed, 1);
@@ -1142,7 +1135,7 @@ mod tests {
         assert_eq!(plain.tracks().next().map(|t| t.misses), Some(2));
         // A weak detection where nothing is tracked starts no track, tentative or not.
         tr.step(3, &flat(2.0));
-        let out = tr.apply_detection_round(3, &[det(108.0, 100.0, 0)], &[weak(400.0, 300.0, 0)]);
+        let out = tr.apply_round(3, &[det(108.0, 100.0, 0)], &[weak(400.0, 300.0, 0)]);
         assert_eq!((out.matched, out.started, out.continued), (1, 0, 0));
         assert_eq!(tr.tracks.len(), 1);
     }
@@ -1159,26 +1152,12 @@ mod tests {
         }
         assert_eq!(tr.tracks().count(), 2);
         tr.step(3, &flat(2.0));
-        let out = tr.apply_detection_round(3, &[det(100.0, 100.0, 0)], &[weak(103.0, 100.0, 0)]);
+        let out = tr.apply_round(3, &[det(100.0, 100.0, 0)], &[weak(103.0, 100.0, 0)]);
         assert_eq!((out.matched, out.continued, out.missed), (1, 0, 1));
         // Alone, the same weak box keeps the other track.
         tr.step(4, &flat(2.0));
-        let out = tr.apply_detection_round(4, &[], &[weak(106.0, 100.0, 0)]);
+        let out = tr.apply_round(4, &[], &[weak(106.0, 100.0, 0)]);
         assert_eq!(out.continued, 1);
-    }
-
-    #[test]
-    fn split_weak_keeps_what_the_decoder_would_report() {
-        let mut at = det(0.0, 0.0, 0);
-        at.score = 0.35;
-        let dets = vec![det(0.0, 0.0, 0), at.clone(), weak(5.0, 5.0, 0)];
-        let (reported, weak) = split_weak(dets, 0.35);
-        assert_eq!(reported.len(), 1);
-        assert_eq!(
-            weak.len(),
-            2,
-            "a score equal to the threshold is not reported"
-        );
     }
 
     #[test]
@@ -1213,8 +1192,8 @@ mod tests {
             let out = tr.apply_detections(3, &[det(100.0, 100.0, other)]);
             assert_eq!((out.matched, out.started), (0, 1), "{then} then {other}");
         }
-        assert!(!crate::detect::labels::confusable(0, 14));
-        assert!(!crate::detect::labels::confusable(2, 16));
+        assert!(!crate::vocab::labels::confusable(0, 14));
+        assert!(!crate::vocab::labels::confusable(2, 16));
     }
 
     #[test]

@@ -7,6 +7,8 @@
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::Downsample;
 
+use super::fallback::eval_or_tract_op;
+
 /// The op that replaces one `Downsample` on an int8 tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastDownsample {
@@ -52,7 +54,7 @@ impl FastDownsample {
             stride,
         )?;
         // The vector becomes the tensor's storage: no second copy.
-        super::byte_tensor(&out_shape, out, input.datum_type()).ok()
+        super::tensors::byte_tensor(&out_shape, out, input.datum_type()).ok()
     }
 }
 
@@ -117,12 +119,10 @@ impl Op for FastDownsample {
 
 impl EvalOp for FastDownsample {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        if let [input] = &*inputs {
-            if let Some(t) = self.run(input) {
-                return Ok(tvec!(t.into_tvalue()));
-            }
-        }
-        self.inner.eval(ctx, inputs)
+        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
+            [input] => Ok(self.run(input)),
+            _ => Ok(None),
+        })
     }
 
     op_out_of_plan!();

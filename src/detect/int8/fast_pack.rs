@@ -10,6 +10,7 @@ use tract_onnx::tract_core::tract_linalg::mmm::{
 };
 use tract_onnx::tract_core::tract_linalg::pack::{PackedFormat, PackedI8K4};
 
+use super::fallback::eval_or_tract_op;
 use super::pack::{self, Layout, Source};
 
 /// Below this many packed bytes per call the work stays on the calling thread.
@@ -263,12 +264,10 @@ impl Op for FastPackI8 {
 
 impl EvalOp for FastPackI8 {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        if let [input] = &*inputs {
-            if let Some(t) = self.pack_all(input)? {
-                return Ok(tvec!(t.into_tvalue()));
-            }
-        }
-        self.inner.eval(ctx, inputs)
+        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
+            [input] => self.pack_all(input),
+            _ => Ok(None),
+        })
     }
 
     op_out_of_plan!();

@@ -10,6 +10,7 @@ use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
 use tract_onnx::tract_core::ops::nn::DataFormat;
 use tract_onnx::tract_core::tract_linalg::mmm::{MMMInputFormat, PackedExoticFact};
 
+use super::fallback::eval_or_tract_op;
 use super::fast_pack::{layout_of, pack_items};
 use super::pack::Layout;
 use super::taps::gather;
@@ -183,10 +184,7 @@ impl Op for FastIm2col {
 
 impl EvalOp for FastIm2col {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        if let Some(t) = self.run(&inputs)? {
-            return Ok(tvec!(t.into_tvalue()));
-        }
-        self.inner.eval(ctx, inputs)
+        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| self.run(inputs))
     }
 
     op_out_of_plan!();

@@ -102,7 +102,7 @@ mod tests {
                 .to_vec();
             let mut bytes = vec![0i8; floats.len()];
             quantize(&floats, &mut bytes, q.quant.scale, q.quant.zero_point);
-            let xq = super::super::byte_tensor(&[1, 3, size, size], bytes, q.dt).unwrap();
+            let xq = super::super::tensors::byte_tensor(&[1, 3, size, size], bytes, q.dt).unwrap();
             same_outputs(file, outputs(with, &x), outputs(without, &xq));
         }
     }

@@ -64,10 +64,9 @@ pub fn lookup_in_place(buf: &mut [u8], table: &[u8; 256]) {
             0
         };
         let ptr = buf.as_mut_ptr();
-        // Only called where the CPU has the instructions: even with `n == 0` the function
-        // loads the table into AVX-512 registers first (SIGILL on a CPU without them).
         if n > 0 {
-            // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n > 0` only then); `ptr` is
+            // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n` is 0 otherwise, and the
+            // function is not entered, as its first instructions are AVX-512 ones); `ptr` is
             // valid for reads and writes of `n` ≤ `buf.len()` bytes; each 64-byte block is
             // read before it is written.
             unsafe { vbmi::lookup(ptr, ptr, n, table) };
@@ -93,9 +92,10 @@ pub fn lookup_into(src: &[u8], dst: &mut [u8], table: &[u8; 256]) {
     {
         let n = if vbmi::available() { len / 64 * 64 } else { 0 };
         if n > 0 {
-            // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n > 0` only then); both
-            // pointers are valid for `n` ≤ `len` bytes, `src` for reads and `dst` for writes,
-            // and they do not overlap (a shared and a unique borrow).
+            // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n` is 0 otherwise, and the
+            // function is not entered); both pointers are valid for `n` ≤ `len` bytes, `src`
+            // for reads and `dst` for writes, and they do not overlap (a shared and a unique
+            // borrow).
             unsafe { vbmi::lookup(src.as_ptr(), dst.as_mut_ptr(), n, table) };
         }
         lookup_into_portable(&src[n..len], &mut dst[n..len], table);
@@ -242,9 +242,12 @@ impl EvalOp for FastLut {
             lookup_into(&src[first..first + chunk.len()], chunk, table);
             true
         });
-        Ok(tvec!(
-            super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
-        ))
+        Ok(tvec!(super::tensors::byte_tensor(
+            input.shape(),
+            out,
+            self.dt
+        )?
+        .into_tvalue()))
     }
 
     op_out_of_plan!();

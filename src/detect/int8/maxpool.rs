@@ -9,6 +9,8 @@ use tract_onnx::tract_core::ops::cnn::OptMaxPool;
 use tract_onnx::tract_core::ops::cnn::PaddingSpec;
 use tract_onnx::tract_core::ops::nn::DataFormat;
 
+use super::fallback::eval_or_tract_op;
+
 /// Geometry of one 2-D pooling, in elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Pool2d {
@@ -110,26 +112,27 @@ impl FastMaxPoolI8 {
             return None;
         }
         // Whole planes per chunk, side by side on the model's threads.
-        let (out, ok) = super::tensor_filled(out_shape, input.datum_type(), |out: &mut [i8]| {
-            super::par::for_chunks(out, plane_out.max(1), |first, dst| {
-                let p0 = first / plane_out.max(1);
-                let planes = dst.len() / plane_out.max(1);
-                let Some(chunk) = bytes.get(p0 * plane_in..(p0 + planes) * plane_in) else {
-                    return false;
-                };
-                // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
-                let src: Vec<i8> = chunk.iter().map(|&b| b as i8).collect();
-                max_pool(
-                    &src,
-                    [planes, shape[2], shape[3]],
-                    dst,
-                    [out_shape[2], out_shape[3]],
-                    geo,
-                )
-                .is_some()
+        let (out, ok) =
+            super::tensors::tensor_filled(out_shape, input.datum_type(), |out: &mut [i8]| {
+                super::par::for_chunks(out, plane_out.max(1), |first, dst| {
+                    let p0 = first / plane_out.max(1);
+                    let planes = dst.len() / plane_out.max(1);
+                    let Some(chunk) = bytes.get(p0 * plane_in..(p0 + planes) * plane_in) else {
+                        return false;
+                    };
+                    // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
+                    let src: Vec<i8> = chunk.iter().map(|&b| b as i8).collect();
+                    max_pool(
+                        &src,
+                        [planes, shape[2], shape[3]],
+                        dst,
+                        [out_shape[2], out_shape[3]],
+                        geo,
+                    )
+                    .is_some()
+                })
             })
-        })
-        .ok()?;
+            .ok()?;
         ok.then_some(out)
     }
 }
@@ -227,16 +230,17 @@ impl Op for FastMaxPoolI8 {
 
 impl EvalOp for FastMaxPoolI8 {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        if let [input] = &*inputs {
+        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| {
+            let [input] = inputs else {
+                return Ok(None);
+            };
             let fact = TypedFact::dt_shape(input.datum_type(), input.shape());
             let out = self.inner.output_facts(&[&fact])?;
-            if let Some(shape) = out.first().and_then(|f| f.shape.as_concrete()) {
-                if let Some(t) = self.run(input, shape) {
-                    return Ok(tvec!(t.into_tvalue()));
-                }
-            }
-        }
-        self.inner.eval(ctx, inputs)
+            Ok(out
+                .first()
+                .and_then(|f| f.shape.as_concrete())
+                .and_then(|shape| self.run(input, shape)))
+        })
     }
 
     op_out_of_plan!();

@@ -23,6 +23,7 @@
 //! comparisons with one binary; `LOOKOUT_INT8_CONV=tract` keeps only tract's convolutions.
 
 pub mod downsample;
+mod fallback;
 pub mod fast_pack;
 pub mod im2col;
 pub mod input;
@@ -34,12 +35,15 @@ pub mod par;
 pub mod qconv;
 pub mod quant;
 pub mod resize;
+mod rewrite;
 pub mod sumpool;
 pub mod taps;
 pub mod taps_early;
 pub mod taps_pack;
+pub(crate) mod tensors;
 pub mod upsample_add;
 
+use rewrite::replace_reading;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
 use tract_onnx::tract_core::ops::cnn::{OptMaxPool, OptSumPool};
@@ -216,58 +220,6 @@ impl Report {
         self.conv_kernels
             .sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     }
-}
-
-/// A tensor of the 1-byte type `dt` and shape `shape` that owns `values` (no copy): how the
-/// ops here hand back what they wrote. An error when the sizes do not fit.
-pub(crate) fn byte_tensor<T: Datum>(
-    shape: &[usize],
-    values: Vec<T>,
-    dt: DatumType,
-) -> TractResult<Tensor> {
-    anyhow::ensure!(
-        std::mem::size_of::<T>() == 1 && dt.size_of() == 1,
-        "a 1-byte tensor expected, got {dt:?}"
-    );
-    let mut t = tract_ndarray::ArrayD::from_shape_vec(shape, values)?.into_tensor();
-    retype_bytes(&mut t, dt);
-    Ok(t)
-}
-
-/// Gives `t`, whose one-byte values its maker wrote as values of the one-byte type `dt`
-/// (from an input of that type, or quantized into it), the type `dt`. Callers check that
-/// both types are one byte.
-fn retype_bytes(t: &mut Tensor, dt: DatumType) {
-    debug_assert!(t.datum_type().size_of() == 1 && dt.size_of() == 1);
-    if t.datum_type() != dt {
-        // SAFETY: both types are one byte (checked by every caller), and the bytes are
-        // values of `dt`: every caller writes them from an input of that type or quantizes
-        // into it.
-        unsafe { t.set_datum_type(dt) };
-    }
-}
-
-/// A tensor of `shape` and type `dt` whose elements `fill` writes in place, as values of `T`
-/// (`T` is `dt` itself, or for a one-byte `dt`, such as a quantized int8 type, any one-byte
-/// type); with `fill`'s verdict. The tensor is made zeroed (one `memset`) and never copied:
-/// a vector turned into a tensor is copied once more, on the calling thread alone, which at 2
-/// threads is a serial pass over every output of the op.
-pub(crate) fn tensor_filled<T: Datum>(
-    shape: &[usize],
-    dt: DatumType,
-    fill: impl FnOnce(&mut [T]) -> bool,
-) -> TractResult<(Tensor, bool)> {
-    anyhow::ensure!(
-        T::datum_type() == dt || (std::mem::size_of::<T>() == 1 && dt.size_of() == 1),
-        "a tensor of {dt:?} cannot be written as {:?}",
-        T::datum_type()
-    );
-    let mut t = Tensor::zero_dt(T::datum_type(), shape)?;
-    let ok = fill(t.try_as_plain_ram_mut()?.as_slice_mut::<T>()?);
-    if T::datum_type() != dt {
-        retype_bytes(&mut t, dt);
-    }
-    Ok((t, ok))
 }
 
 /// True when the environment asks for tract's own packing (`LOOKOUT_INT8_PACK=tract`).
@@ -540,23 +492,6 @@ fn fuse_taps_into_packs(model: &mut TypedModel) -> TractResult<usize> {
         }
     }
     replace_reading(model, fused)
-}
-
-/// Replaces each node `id` by `op` reading only `source`, then drops what no longer runs;
-/// returns how many nodes were replaced.
-pub(super) fn replace_reading<O: TypedOp>(
-    model: &mut TypedModel,
-    replacements: Vec<(usize, OutletId, O)>,
-) -> TractResult<usize> {
-    let n = replacements.len();
-    for (id, source, op) in replacements {
-        let node = model.node(id);
-        TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
-    }
-    if n > 0 {
-        *model = std::mem::take(model).into_compact()?;
-    }
-    Ok(n)
 }
 
 #[cfg(test)]

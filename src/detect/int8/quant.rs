@@ -67,9 +67,12 @@ impl EvalOp for FastQuantize {
             );
             true
         });
-        Ok(tvec!(
-            super::byte_tensor(input.shape(), out, self.dt)?.into_tvalue()
-        ))
+        Ok(tvec!(super::tensors::byte_tensor(
+            input.shape(),
+            out,
+            self.dt
+        )?
+        .into_tvalue()))
     }
 
     op_out_of_plan!();

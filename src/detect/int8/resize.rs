@@ -9,6 +9,8 @@
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::nn::resize::{resample_axis, AxisPlan, Resize};
 
+use super::fallback::eval_or_tract_op;
+
 /// The op that replaces one `Resize`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastResize {
@@ -287,13 +289,12 @@ impl Op for FastResize {
 
 impl EvalOp for FastResize {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        if inputs
-            .first()
-            .is_some_and(|t| t.datum_type() == DatumType::F32)
-        {
-            return Ok(tvec!(self.run(&inputs)?.into_tvalue()));
-        }
-        self.inner.eval(ctx, inputs)
+        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| {
+            let f32_input = inputs
+                .first()
+                .is_some_and(|t| t.datum_type() == DatumType::F32);
+            f32_input.then(|| self.run(inputs)).transpose()
+        })
     }
 
     op_out_of_plan!();

@@ -8,6 +8,8 @@ use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::cnn::{OptSumPool, PaddingSpec};
 use tract_onnx::tract_core::ops::nn::DataFormat;
 
+use super::fallback::eval_or_tract_op;
+
 /// The op that replaces one `OptSumPool`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastSumPool {
@@ -66,7 +68,7 @@ impl FastSumPool {
         };
         // Whole planes per chunk, side by side on the model's threads.
         let unit = (oh * ow).max(1);
-        let (out, ok) = super::tensor_filled(&[n, c, oh, ow], f32::datum_type(), |out| {
+        let (out, ok) = super::tensors::tensor_filled(&[n, c, oh, ow], f32::datum_type(), |out| {
             super::par::for_chunks(out, unit, |first, dst| {
                 match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
                     Some(planes) => {
@@ -133,12 +135,10 @@ impl Op for FastSumPool {
 
 impl EvalOp for FastSumPool {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        if let [input] = &*inputs {
-            if let Some(t) = self.run(input)? {
-                return Ok(tvec!(t.into_tvalue()));
-            }
-        }
-        self.inner.eval(ctx, inputs)
+        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
+            [input] => self.run(input),
+            _ => Ok(None),
+        })
     }
 
     op_out_of_plan!();

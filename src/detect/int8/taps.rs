@@ -655,9 +655,12 @@ impl EvalOp for FastTaps {
         let Some(out) = self.run(input.as_bytes()) else {
             bail!("FastTaps: input of {} bytes does not fit", input.len());
         };
-        Ok(tvec!(
-            super::byte_tensor(&self.out_shape, out, self.dt)?.into_tvalue()
-        ))
+        Ok(tvec!(super::tensors::byte_tensor(
+            &self.out_shape,
+            out,
+            self.dt
+        )?
+        .into_tvalue()))
     }
 
     op_out_of_plan!();

@@ -38,7 +38,7 @@ pub fn install(model: &mut TypedModel) -> TractResult<usize> {
             }
         }
     }
-    super::replace_reading(model, found)
+    super::rewrite::replace_reading(model, found)
 }
 
 /// The op for `concat` and the outlet it reads, when the subgraph ending at `concat` comes

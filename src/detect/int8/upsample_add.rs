@@ -416,7 +416,7 @@ impl EvalOp for FastUpsampleAdd {
         let plane = self.out_hw[0] * self.out_hw[1];
         let (out, ok) = match self.out {
             Output::Float => {
-                super::tensor_filled(&shape, f32::datum_type(), |out: &mut [f32]| {
+                super::tensors::tensor_filled(&shape, f32::datum_type(), |out: &mut [f32]| {
                     super::par::for_chunks(out, plane, |first, dst| {
                         self.planes(sources, &plans, first / plane, dst, |s, d| {
                             d.copy_from_slice(s)
@@ -430,7 +430,7 @@ impl EvalOp for FastUpsampleAdd {
                 dt,
             } => {
                 let multiplier = f32::from_bits(multiplier_bits);
-                super::tensor_filled(&shape, dt, |out: &mut [i8]| {
+                super::tensors::tensor_filled(&shape, dt, |out: &mut [i8]| {
                     super::par::for_chunks(out, plane, |first, dst| {
                         self.planes(sources, &plans, first / plane, dst, |s, d| {
                             quantize(s, d, multiplier, zero_point)

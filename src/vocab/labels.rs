@@ -114,3 +114,11 @@ pub fn confusable(a: usize, b: usize) -> bool {
     };
     a == b || group(a).is_some_and(|g| group(b) == Some(g))
 }
+
+/// The label of a class id (`class_<id>` if outside COCO-80).
+pub fn label(class_id: usize) -> String {
+    COCO80
+        .get(class_id)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| format!("class_{class_id}"))
+}

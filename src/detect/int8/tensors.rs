@@ -1,0 +1,56 @@
+//! Making the tensors lookout's ops hand back: owning a vector of one-byte values
+//! ([`byte_tensor`]) or written in place ([`tensor_filled`]), typed as the op's output.
+
+use tract_onnx::prelude::*;
+
+/// A tensor of the 1-byte type `dt` and shape `shape` that owns `values` (no copy): how the
+/// ops here hand back what they wrote. An error when the sizes do not fit.
+pub(crate) fn byte_tensor<T: Datum>(
+    shape: &[usize],
+    values: Vec<T>,
+    dt: DatumType,
+) -> TractResult<Tensor> {
+    anyhow::ensure!(
+        std::mem::size_of::<T>() == 1 && dt.size_of() == 1,
+        "a 1-byte tensor expected, got {dt:?}"
+    );
+    let mut t = tract_ndarray::ArrayD::from_shape_vec(shape, values)?.into_tensor();
+    retype_bytes(&mut t, dt);
+    Ok(t)
+}
+
+/// Gives `t`, whose one-byte values its maker wrote as values of the one-byte type `dt`
+/// (from an input of that type, or quantized into it), the type `dt`. Callers check that
+/// both types are one byte.
+fn retype_bytes(t: &mut Tensor, dt: DatumType) {
+    debug_assert!(t.datum_type().size_of() == 1 && dt.size_of() == 1);
+    if t.datum_type() != dt {
+        // SAFETY: both types are one byte (checked by every caller), and the bytes are
+        // values of `dt`: every caller writes them from an input of that type or quantizes
+        // into it.
+        unsafe { t.set_datum_type(dt) };
+    }
+}
+
+/// A tensor of `shape` and type `dt` whose elements `fill` writes in place, as values of `T`
+/// (`T` is `dt` itself, or for a one-byte `dt`, such as a quantized int8 type, any one-byte
+/// type); with `fill`'s verdict. The tensor is made zeroed (one `memset`) and never copied:
+/// a vector turned into a tensor is copied once more, on the calling thread alone, which at 2
+/// threads is a serial pass over every output of the op.
+pub(crate) fn tensor_filled<T: Datum>(
+    shape: &[usize],
+    dt: DatumType,
+    fill: impl FnOnce(&mut [T]) -> bool,
+) -> TractResult<(Tensor, bool)> {
+    anyhow::ensure!(
+        T::datum_type() == dt || (std::mem::size_of::<T>() == 1 && dt.size_of() == 1),
+        "a tensor of {dt:?} cannot be written as {:?}",
+        T::datum_type()
+    );
+    let mut t = Tensor::zero_dt(T::datum_type(), shape)?;
+    let ok = fill(t.try_as_plain_ram_mut()?.as_slice_mut::<T>()?);
+    if T::datum_type() != dt {
+        retype_bytes(&mut t, dt);
+    }
+    Ok((t, ok))
+}
