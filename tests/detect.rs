@@ -402,7 +402,7 @@ fn a_directory_a_device_and_a_truncated_jpeg_are_told_as_what_they_are() {
         (zero.clone(), "character device"),
     ] {
         let out = lookout()
-            .args(["detect", "--precision", "int8"])
+            .args(["detect", "--precision", "fp32"])
             .arg(&image)
             .output()
             .unwrap();

@@ -615,7 +615,7 @@ fn a_y4m_frame_rate_out_of_bounds_is_clamped() {
         write_y4m(
             &p,
             &format!("YUV4MPEG2 W8 H8 {rate} C420jpeg\n"),
-            &[frame.clone()],
+            std::slice::from_ref(&frame),
         );
         let src = open(
             p.to_str().unwrap_or_default(),

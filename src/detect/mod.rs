@@ -310,7 +310,7 @@ pub const MAX_INPUT_PIXELS: u64 = 2048 * 1152;
 /// Why an input size is unusable (`None`: it is fine): both sides positive multiples of 32,
 /// each at most [`MAX_INPUT_SIDE`], the area at most [`MAX_INPUT_PIXELS`].
 pub fn input_size_problem(w: u64, h: u64) -> Option<String> {
-    if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
+    if w == 0 || h == 0 || !w.is_multiple_of(32) || !h.is_multiple_of(32) {
         return Some(format!(
             "input size {w}x{h}: both sides must be positive multiples of 32"
         ));
