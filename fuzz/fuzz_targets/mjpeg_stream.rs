@@ -43,7 +43,9 @@ impl Seek for Pieces {
 }
 
 /// Every frame's bytes (at most 64) and the corrupt count, or the error's text.
-fn frames(src: Result<ReplaySource, lookout::source::SourceError>) -> Result<(Vec<Vec<u8>>, u64), String> {
+fn frames(
+    src: Result<ReplaySource, lookout::source::SourceError>,
+) -> Result<(Vec<Vec<u8>>, u64), String> {
     let mut src = src.map_err(|e| e.to_string())?;
     let mut v = Vec::new();
     while v.len() < 64 {
