@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{DetectorConfig, ModelSource, Precision};
+use crate::files;
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
 use crate::schedule::ScheduleKind;
@@ -303,18 +304,20 @@ fn span_of(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
 }
 
 impl Config {
-    /// Reads, parses and validates a file.
+    /// Reads, parses and validates a file: a regular file of at most
+    /// [`files::CONFIG_LIMIT`] bytes (see [`files::read_bounded`]).
     pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigErrors(vec![ConfigError {
-                file: file.clone(),
-                key: "(file)".into(),
-                line: 0,
-                column: 0,
-                message: format!("cannot read the configuration file: {e}"),
-            }])
-        })?;
+        let text = files::read_bounded_text(path, files::CONFIG_LIMIT, "configuration file")
+            .map_err(|e| {
+                ConfigErrors(vec![ConfigError {
+                    file: file.clone(),
+                    key: "(file)".into(),
+                    line: 0,
+                    column: 0,
+                    message: e.to_string(),
+                }])
+            })?;
         let cfg = Config::parse(&text, &file)?;
         // The tracks file must not overwrite the configuration it is named in.
         let tracks = Path::new(&cfg.output.tracks_file);
@@ -444,8 +447,16 @@ impl Config {
         }
         match m.input_size.as_slice() {
             [] => {}
-            [w, h]
-                if *w > 0 && *h > 0 && w % 32 == 0 && h % 32 == 0 && *w <= 2048 && *h <= 2048 => {}
+            [w, h] => {
+                if let Some(problem) =
+                    crate::detect::input_size_problem(u64::from(*w), u64::from(*h))
+                {
+                    bad(
+                        "model.input_size",
+                        format!("expected [width, height], multiples of 32 up to 2048, at most 2048x1152 pixels in all; {problem}"),
+                    );
+                }
+            }
             other => bad(
                 "model.input_size",
                 format!("expected [width, height], multiples of 32 up to 2048, found {other:?}"),
@@ -649,25 +660,17 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
     }
     let m = &cfg.model;
     if !m.file.is_empty() {
-        match std::fs::File::open(&m.file) {
-            Ok(_) if Path::new(&m.file).is_dir() => bad(
+        // Read (a bounded, regular file: never a FIFO that blocks or /dev/zero that fills the
+        // memory), parse and type it (no optimization): a file that is not a NanoDet ONNX
+        // model, one that declares an input too large, or one that rejects input_size is a
+        // configuration error too.
+        match crate::detect::Detector::check(&cfg.detector()) {
+            Ok(_) => {}
+            Err(crate::detect::DetectError::Read { error, .. }) => bad(
                 "model.file",
-                format!(
-                    "expected a readable ONNX file, found {} (a directory)",
-                    m.file
-                ),
+                format!("expected a readable ONNX file: {error}"),
             ),
-            Ok(_) => {
-                // Parse and type it (no optimization): a file that is not a NanoDet ONNX
-                // model, or one that rejects input_size, is a configuration error too.
-                if let Err(e) = crate::detect::Detector::check(&cfg.detector()) {
-                    bad("model.file", format!("expected a NanoDet ONNX model: {e}"));
-                }
-            }
-            Err(e) => bad(
-                "model.file",
-                format!("expected a readable ONNX file, found {} ({e})", m.file),
-            ),
+            Err(e) => bad("model.file", format!("expected a NanoDet ONNX model: {e}")),
         }
     }
     // The cores this process may run on (all of them, or what CPUAffinity=/taskset left).

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod detect;
 pub mod fidelity;
+pub mod files;
 pub mod frame;
 pub mod geom;
 pub mod interrupt;

@@ -7,8 +7,10 @@
 //! on machines without one), documents every key, and departs from the built-in defaults only
 //! where it says so.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 const EX_CONFIG: i32 = 78;
 
@@ -84,6 +86,7 @@ const CASES: &[Case] = &[
     case("max_detections zero", "[model]\nmax_detections = 0\n", "model.max_detections", Some(2), "found 0"),
     case("threads zero", "[model]\nthreads = 0\n", "model.threads", Some(2), "found 0"),
     case("input_size not multiple of 32", "[model]\ninput_size = [416, 400]\n", "model.input_size", Some(2), "multiples of 32"),
+    case("input_size over the area a Pi can hold", "[model]\ninput_size = [2048, 2048]\n", "model.input_size", Some(2), "2048x1152"),
     case("detect_every zero", "[pipeline]\ndetect_every = 0\n", "pipeline.detect_every", Some(2), "found 0"),
     case("stats_interval too short", "[pipeline]\nstats_interval = 0.1\n", "pipeline.stats_interval", Some(2), "found 0.1"),
     case("stats_interval NaN", "[pipeline]\nstats_interval = nan\n", "pipeline.stats_interval", Some(2), "NaN"),
@@ -404,4 +407,175 @@ fn shipped_config_mentions_every_key() {
         missing.is_empty(),
         "systemd/lookout.toml does not document: {missing:?}"
     );
+}
+
+/// Runs `lookout ARGS…` with at most 2 GB of data memory and a deadline: a command that
+/// blocks (opening a FIFO) or reads without end (`/dev/zero`) is killed and reported, never
+/// hangs the test or exhausts the machine. Returns the exit status and the output.
+fn run_bounded(dir: &Path, args: &[&OsStr], deadline: Duration) -> (Option<i32>, String) {
+    let out_path = dir.join("bounded.out");
+    let out = std::fs::File::create(&out_path).expect("output file");
+    let err = out.try_clone().expect("output file");
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -d 2097152 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_lookout"))
+        .args(args)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("spawn lookout");
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if t0.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20)); // polling interval
+    };
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    match status {
+        Some(s) => (s.code(), text),
+        None => (
+            None,
+            format!("still running after {deadline:?}; output:\n{text}"),
+        ),
+    }
+}
+
+/// A model file that declares an 8192x8192 input (the shipped INT8 NanoDet with its input
+/// dimensions re-declared: 416 and 8192 are both two-byte varints, so the protobuf stays valid).
+fn model_declaring_8192(dir: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut bytes = std::fs::read(repo.join("models/nanodet-g-416-int8.onnx")).expect("model");
+    // The input's shape [1, 3, 416, 416]: four TensorShapeProto.Dimension messages.
+    let dims_416 = [
+        0x0A, 2, 8, 1, 0x0A, 2, 8, 3, 0x0A, 3, 8, 0xA0, 3, 0x0A, 3, 8, 0xA0, 3,
+    ];
+    let dims_8192 = [
+        0x0A, 2, 8, 1, 0x0A, 2, 8, 3, 0x0A, 3, 8, 0x80, 0x40, 0x0A, 3, 8, 0x80, 0x40,
+    ];
+    let at = bytes
+        .windows(dims_416.len())
+        .position(|w| w == dims_416)
+        .expect("the model's declared input shape");
+    bytes[at..at + dims_8192.len()].copy_from_slice(&dims_8192);
+    let p = dir.join("declares-8192.onnx");
+    std::fs::write(&p, bytes).expect("write model");
+    p
+}
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+}
+
+#[test]
+fn hostile_files_are_refused_at_once_naming_the_file_and_key() {
+    let dir = scratch();
+    let d = dir.path();
+    let zero_cfg = d.join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero_cfg).expect("symlink");
+    let fifo_cfg = d.join("fifo.toml");
+    mkfifo(&fifo_cfg);
+    // 2 MiB of comments: valid TOML, over the 1 MiB limit of a configuration file.
+    let big_cfg = write(
+        d,
+        "big.toml",
+        &"# padding padding padding padding\n".repeat(60_000),
+    );
+    let fifo_model = d.join("fifo.onnx");
+    mkfifo(&fifo_model);
+    let zero_model = d.join("zero.onnx");
+    std::os::unix::fs::symlink("/dev/zero", &zero_model).expect("symlink");
+    let huge_input = model_declaring_8192(d);
+    let model_cfg = |name: &str, model: &Path| {
+        write(
+            d,
+            name,
+            &format!("[model]\nfile = \"{}\"\n", model.display()),
+        )
+    };
+    let cases = [
+        (zero_cfg.clone(), "zero.toml", "(file)", "character device"),
+        (fifo_cfg.clone(), "fifo.toml", "(file)", "FIFO"),
+        (big_cfg.clone(), "big.toml", "(file)", "1 MiB"),
+        (
+            model_cfg("m-fifo.toml", &fifo_model),
+            "fifo.onnx",
+            "model.file",
+            "FIFO",
+        ),
+        (
+            model_cfg("m-zero.toml", &zero_model),
+            "zero.onnx",
+            "model.file",
+            "character device",
+        ),
+        (
+            model_cfg("m-8192.toml", &huge_input),
+            "declares-8192.onnx",
+            "model.file",
+            "8192x8192",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (cfg, names, key, says) in &cases {
+        for cmd in [&["check-config"][..], &["run", "--config"][..]] {
+            let mut args: Vec<&OsStr> = cmd.iter().map(OsStr::new).collect();
+            args.push(cfg.as_os_str());
+            let (code, out) = run_bounded(d, &args, Duration::from_secs(60));
+            let told = out.lines().any(|l| {
+                l.contains(&format!(": {key}: ")) && l.contains(names) && l.contains(says)
+            });
+            if code != Some(EX_CONFIG) || !told {
+                failures.push(format!(
+                    "{cmd:?} {}: exit {code:?}, expected {EX_CONFIG} and a line naming {key}, {names} and {says:?}:\n{out}",
+                    cfg.display()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn recordings_that_can_never_work_are_configuration_errors() {
+    let dir = scratch();
+    let d = dir.path();
+    std::fs::write(d.join("empty.mjpeg"), b"").expect("write");
+    std::fs::write(d.join("c444.y4m"), b"YUV4MPEG2 W8 H8 F25:1 C444\nFRAME\n").expect("write");
+    std::fs::create_dir(d.join("no-images")).expect("mkdir");
+    for (spec, says) in [
+        ("empty.mjpeg", "no usable frames"),
+        ("c444.y4m", "C444"),
+        ("no-images/", "no usable frames"),
+    ] {
+        let cfg = write(
+            d,
+            "rec.toml",
+            &format!(
+                "[source]\nspec = \"{}/{spec}\"\nrealtime = false\n",
+                d.display()
+            ),
+        );
+        let (code, out) = run_bounded(
+            d,
+            &[OsStr::new("run"), OsStr::new("--config"), cfg.as_os_str()],
+            Duration::from_secs(60),
+        );
+        let told = out
+            .lines()
+            .any(|l| l.contains(": source.spec: ") && l.contains(spec) && l.contains(says));
+        assert!(
+            code == Some(EX_CONFIG) && told,
+            "{spec}: exit {code:?}, expected {EX_CONFIG} naming source.spec:\n{out}"
+        );
+    }
 }

@@ -218,7 +218,7 @@ fn corrupt_missing_and_wrong_model_files_give_one_clear_line() {
     let cases = [
         (truncated, "not a valid ONNX model"),
         (text, "not a valid ONNX model"),
-        (dir.join("absent.onnx"), "cannot read the file"),
+        (dir.join("absent.onnx"), "cannot read the model file"),
         (wrong, "lacks the NanoDet outputs"),
     ];
     for (model, want) in cases {
@@ -382,6 +382,36 @@ fn int8_on_a_pool_gives_the_one_thread_outputs_from_any_thread() {
             bits(inside),
             bits(want),
             "{img}: 2 threads, called on the pool"
+        );
+    }
+}
+
+#[test]
+fn a_directory_a_device_and_a_truncated_jpeg_are_told_as_what_they_are() {
+    let dir = tempdir("hostile-images");
+    let coffee = std::fs::read(repo("tests/data/coffee.jpg")).unwrap();
+    let half = dir.join("half.jpg");
+    std::fs::write(&half, &coffee[..coffee.len() / 2]).unwrap();
+    let zero = dir.join("zero.jpg");
+    let _ = std::fs::remove_file(&zero);
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    // The directory source skips the same half JPEG as truncated: one check for both.
+    for (image, says) in [
+        (dir.clone(), "is a directory"),
+        (half.clone(), "truncated JPEG"),
+        (zero.clone(), "character device"),
+    ] {
+        let out = lookout()
+            .args(["detect", "--precision", "fp32"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", image.display());
+        assert!(
+            stderr.contains(&image.display().to_string()) && stderr.contains(says),
+            "{}: expected {says:?} in: {stderr}",
+            image.display()
         );
     }
 }

@@ -768,3 +768,85 @@ fn a_silent_source_stops_the_watchdog_pings() {
     let (status, _) = done.unwrap_or_else(|| panic!("no end after EOF:\n{err}"));
     assert!(status.success(), "{status}:\n{err}");
 }
+
+/// Runs `lookout ARGS…` with its data memory (heap) limited to `data_kib` and a deadline;
+/// returns the exit status (`None`: killed at the deadline) and stdout + stderr.
+fn run_limited(dir: &Path, data_kib: u64, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out_path = dir.join("limited.out");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("ulimit -d {data_kib} && exec \"$0\" \"$@\"")])
+        .arg(env!("CARGO_BIN_EXE_lookout"))
+        .args(args)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let status = wait_until(&mut child, Duration::from_secs(120));
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    (status.and_then(|(s, _)| s.code()), text)
+}
+
+#[test]
+fn a_long_mjpeg_recording_is_streamed_in_bounded_memory() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let jpegs = demo_jpegs();
+    // Frame, 320 MiB of zeros (a hole: no disk used), frame.
+    let p = dir.path().join("long.mjpeg");
+    let mut f = std::fs::File::create(&p).unwrap();
+    f.write_all(&jpegs[0]).unwrap();
+    f.set_len(jpegs[0].len() as u64 + (320 << 20)).unwrap();
+    f.seek(SeekFrom::End(0)).unwrap();
+    f.write_all(&jpegs[1]).unwrap();
+    drop(f);
+    // With 128 MiB of heap a reader that loads the file whole fails; a streaming one holds
+    // a frame and one read at a time.
+    let (code, out) = run_limited(
+        dir.path(),
+        128 << 10,
+        &[
+            "capture".as_ref(),
+            p.as_os_str(),
+            "--frames".as_ref(),
+            "2".as_ref(),
+            "--json".as_ref(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"frames\": 2"), "{out}");
+}
+
+#[test]
+fn a_fifo_among_the_images_of_a_directory_is_skipped_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    let made = Command::new("mkfifo").arg(images.join("a.jpg")).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    std::fs::write(images.join("b.jpg"), &demo_jpegs()[0]).unwrap();
+    let spec = format!("{}/", images.display());
+    let (code, out) = run_limited(
+        dir.path(),
+        1 << 20,
+        &[
+            "capture".as_ref(),
+            spec.as_ref(),
+            "--frames".as_ref(),
+            "1".as_ref(),
+            "--json".as_ref(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("\"frames\": 1") && out.contains("\"corrupt\": 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a.jpg") && out.contains("FIFO"),
+        "the skip is warned about: {out}"
+    );
+}

@@ -514,3 +514,117 @@ fn an_image_directory_without_a_usable_image_is_an_error() {
     );
     assert!(matches!(src.next(), Err(SourceError::Empty { .. })));
 }
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+}
+
+#[test]
+fn an_mjpeg_fifo_yields_each_frame_as_it_arrives() {
+    use std::io::Write;
+    use std::sync::mpsc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("live.mjpeg");
+    mkfifo(&fifo);
+    let frames = [jpeg(32, 24, 10), jpeg(32, 24, 200)];
+    let (got_tx, got_rx) = mpsc::channel::<u64>();
+    let path = fifo.clone();
+    let to_write = frames.clone();
+    // The writer sends one frame, then waits (bounded) for the reader to have it before it
+    // sends the next and closes: a reader that needs the writer to close first gets its
+    // frames only after that wait has timed out, which the writer reports.
+    let writer = std::thread::spawn(move || -> Vec<bool> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open the FIFO for writing");
+        let mut in_time = Vec::new();
+        for (i, frame) in to_write.iter().enumerate() {
+            f.write_all(frame).expect("write");
+            f.flush().expect("flush");
+            let seen = got_rx.recv_timeout(Duration::from_secs(10));
+            in_time.push(seen == Ok(i as u64));
+        }
+        in_time
+    });
+    let mut src = open(fifo.to_str().unwrap_or_default(), &fast());
+    for i in 0..2u64 {
+        let f = src.next().expect("read").expect("a frame");
+        assert_eq!(f.seq, i);
+        assert_eq!((f.width, f.height), (32, 24));
+        let _ = got_tx.send(i);
+    }
+    let in_time = writer.join().expect("writer");
+    assert_eq!(
+        in_time,
+        [true, true],
+        "each frame must be delivered while the writer still holds the FIFO open"
+    );
+    assert!(matches!(src.next(), Ok(None)));
+}
+
+#[test]
+fn recordings_that_are_devices_or_directories_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zero = dir.path().join("zero.mjpeg");
+    std::os::unix::fs::symlink("/dev/zero", &zero).expect("symlink");
+    let e = open_err(zero.to_str().unwrap_or_default());
+    assert!(
+        e.contains("zero.mjpeg") && e.contains("character device"),
+        "{e}"
+    );
+    let y4m = dir.path().join("zero.y4m");
+    std::os::unix::fs::symlink("/dev/zero", &y4m).expect("symlink");
+    let e = open_err(y4m.to_str().unwrap_or_default());
+    assert!(
+        e.contains("zero.y4m") && e.contains("character device"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_looped_mjpeg_file_streams_again_from_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("three.mjpeg");
+    let data = [jpeg(16, 16, 1), jpeg(24, 16, 2), jpeg(32, 16, 3)].concat();
+    std::fs::write(&p, data).expect("write");
+    let mut src = open(
+        p.to_str().unwrap_or_default(),
+        &SourceOptions {
+            looped: true,
+            ..fast()
+        },
+    );
+    let widths: Vec<u32> = (0..7)
+        .map(|_| src.next().expect("read").expect("frame").width)
+        .collect();
+    assert_eq!(widths, [16, 24, 32, 16, 24, 32, 16]);
+}
+
+#[test]
+fn a_y4m_frame_rate_out_of_bounds_is_clamped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let frame = vec![128u8; 8 * 8 * 3 / 2];
+    for (rate, want) in [
+        ("F1:10", 1.0),
+        ("F1000000000:1", 1000.0),
+        ("F30000:1001", 29.97),
+    ] {
+        let p = dir.path().join("rate.y4m");
+        write_y4m(
+            &p,
+            &format!("YUV4MPEG2 W8 H8 {rate} C420jpeg\n"),
+            std::slice::from_ref(&frame),
+        );
+        let src = open(
+            p.to_str().unwrap_or_default(),
+            &SourceOptions {
+                pace: Pacing::RealTime,
+                ..SourceOptions::default()
+            },
+        );
+        let fps = src.fps().unwrap_or_default();
+        assert!((fps - want).abs() < 0.01, "{rate}: {fps} fps");
+    }
+}

@@ -127,9 +127,29 @@ fn tell(failure: &Failure, channel: Channel) {
                 eprintln!("lookout: bad configuration: {e}");
             }
         }
-        (Failure::Runtime(e), Channel::Log) => log::error!(LOOKOUT_EVENT = "fatal"; "{e:#}"),
-        (Failure::Runtime(e), Channel::Stderr) => eprintln!("lookout: {e:#}"),
+        (Failure::Runtime(e), Channel::Log) => {
+            log::error!(LOOKOUT_EVENT = "fatal"; "{}", chain_text(e))
+        }
+        (Failure::Runtime(e), Channel::Stderr) => eprintln!("lookout: {}", chain_text(e)),
     }
+}
+
+/// An error and its causes on one line, `: `-separated, leaving out a cause whose text the
+/// line already holds: many errors quote their OS error in their own message and also give
+/// it as their cause, which `{:#}` would print twice ("out of memory: out of memory").
+pub fn chain_text(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 #[cfg(test)]
@@ -153,6 +173,22 @@ mod tests {
         assert_eq!(exit_status(&Err(Failure::Reported)), 1);
         let runtime = Failure::from(anyhow::anyhow!("camera gone"));
         assert_eq!(exit_status(&Err(runtime)), 1);
+    }
+
+    #[test]
+    fn a_cause_quoted_by_its_error_is_told_once() {
+        let oom = std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+        let e = anyhow::Error::from(crate::source::SourceError::File {
+            path: "clip.mjpeg".into(),
+            source: oom,
+        })
+        .context("the source failed");
+        let line = chain_text(&e);
+        assert_eq!(line.matches("out of memory").count(), 1, "{line}");
+        assert!(
+            line.starts_with("the source failed: cannot read clip.mjpeg"),
+            "{line}"
+        );
     }
 
     #[test]

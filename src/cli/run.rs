@@ -133,7 +133,6 @@ fn check_tracks_out(args: &RunArgs, cfg: &Config) -> Result<(), Failure> {
 /// between); anything else is a runtime failure.
 fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
     use crate::detect::DetectError;
-    use crate::source::SourceError;
     let problem = match e {
         pipeline::PipelineError::Detect(
             d @ (DetectError::Read { .. }
@@ -143,9 +142,9 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
         // A spec that can never be a camera (a device that is not a V4L2 capture device,
         // such as a metadata node or /dev/null) is a configuration problem; a camera that is
         // merely missing is waited for (`source.wait_for_camera`).
-        pipeline::PipelineError::Source(
-            s @ (SourceError::UnknownSpec { .. } | SourceError::NotCapture { .. }),
-        ) => Problem::new("source.spec", s.to_string()),
+        pipeline::PipelineError::Source(s) if s.is_configuration_problem() => {
+            Problem::new("source.spec", s.to_string())
+        }
         other => return Failure::Runtime(other.into()),
     };
     let file = args
@@ -153,10 +152,9 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
         .as_ref()
         .map_or("<built-in>".into(), |p| p.display().to_string());
     // Where the file still says it, point at the line.
-    let text = args
-        .config
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok());
+    let text = args.config.as_ref().and_then(|p| {
+        crate::files::read_bounded_text(p, crate::files::CONFIG_LIMIT, "configuration file").ok()
+    });
     Failure::Config(ConfigErrors::from_problems(
         &file,
         text.as_deref(),

@@ -19,6 +19,7 @@ pub use decode::{RawOutputs, OUTPUT_NAMES};
 pub use nms::{nms, BBox};
 pub use profile::{OpProfile, OpTime};
 
+use crate::files;
 use crate::preprocess::{self, Mapping, ModelInput, ResizeMode};
 use crate::vocab::{Detection, DetectionRound, DEFAULT_SCORE_THRESHOLD};
 
@@ -98,13 +99,14 @@ impl Default for DetectorConfig {
 /// What can go wrong loading or running a model. Every variant names the model.
 #[derive(Debug, thiserror::Error)]
 pub enum DetectError {
-    /// The file cannot be read.
-    #[error("model {model}: cannot read the file: {source}")]
+    /// The file cannot be read: missing, not a regular file, or over
+    /// [`files::MODEL_LIMIT`](crate::files::MODEL_LIMIT). The message names the file.
+    #[error("model {model}: {error}")]
     Read {
         /// Model name.
         model: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// What went wrong reading it.
+        error: crate::files::FileError,
     },
     /// The bytes are not an ONNX model tract can parse.
     #[error("model {model}: not a valid ONNX model ({reason})")]
@@ -194,10 +196,10 @@ pub const MIN_SCORE_CEILING: f32 = 0.99;
 fn model_bytes(model: &ModelSource) -> Result<std::borrow::Cow<'static, [u8]>, DetectError> {
     Ok(match model {
         ModelSource::Embedded(c) => c.model.bytes().into(),
-        ModelSource::File(p) => std::fs::read(p)
-            .map_err(|source| DetectError::Read {
+        ModelSource::File(p) => files::read_bounded(p, files::MODEL_LIMIT, "model file")
+            .map_err(|error| DetectError::Read {
                 model: model.display_name(),
-                source,
+                error,
             })?
             .into(),
     })
@@ -292,24 +294,48 @@ fn declared_input_shape(model: &InferenceModel) -> Option<Vec<usize>> {
         .map(|s| s.to_vec())
 }
 
-/// The input size to run at: the one asked for, else the file's `[1, 3, H, W]`; both sides
-/// positive multiples of 32.
+/// Largest model input side in pixels (the file's declared size and `model.input_size`).
+pub const MAX_INPUT_SIDE: u32 = 2048;
+/// Largest model input area in pixels, width × height (2048×1152, e.g. 1920×1088 or
+/// 1536×1536): NanoDet's activations grow with the area, and at this size an FP32 model
+/// already needs hundreds of MB, as much as a Pi can give. A file declaring more (say
+/// 8192×8192, 2 GiB for one activation) is refused when it is checked, not when the
+/// detector thread allocates.
+pub const MAX_INPUT_PIXELS: u64 = 2048 * 1152;
+
+/// Why an input size is unusable (`None`: it is fine): both sides positive multiples of 32,
+/// each at most [`MAX_INPUT_SIDE`], the area at most [`MAX_INPUT_PIXELS`].
+pub fn input_size_problem(w: u64, h: u64) -> Option<String> {
+    if w == 0 || h == 0 || !w.is_multiple_of(32) || !h.is_multiple_of(32) {
+        return Some(format!(
+            "input size {w}x{h}: both sides must be positive multiples of 32"
+        ));
+    }
+    if w > u64::from(MAX_INPUT_SIDE) || h > u64::from(MAX_INPUT_SIDE) || w * h > MAX_INPUT_PIXELS {
+        return Some(format!(
+            "input size {w}x{h} is over lookout's limit of {MAX_INPUT_SIDE} pixels per side and {MAX_INPUT_PIXELS} pixels in all (2048x1152); a smaller input (model.input_size) or model is needed"
+        ));
+    }
+    None
+}
+
+/// The input size to run at: the one asked for, else the file's `[1, 3, H, W]`; bounded as
+/// [`input_size_problem`] says.
 fn input_size(asked: Option<(u32, u32)>, declared: Option<&[usize]>) -> Result<(u32, u32), String> {
     let (w, h) = match (asked, declared) {
-        (Some(wh), _) => wh,
-        (None, Some([1, 3, h, w])) => (*w as u32, *h as u32),
+        (Some((w, h)), _) => (u64::from(w), u64::from(h)),
+        (None, Some([1, 3, h, w])) => (*w as u64, *h as u64),
         (None, other) => {
             return Err(format!(
                 "input shape {other:?} is not [1, 3, H, W]; give the input size explicitly"
             ));
         }
     };
-    if w == 0 || h == 0 || w % 32 != 0 || h % 32 != 0 {
-        return Err(format!(
-            "input size {w}x{h}: both sides must be positive multiples of 32"
-        ));
+    if let Some(problem) = input_size_problem(w, h) {
+        return Err(problem);
     }
-    Ok((w, h))
+    // Both are at most MAX_INPUT_SIDE now.
+    Ok((w as u32, h as u32))
 }
 
 /// Checks that the typed model's outputs are NanoDet's heads at a `w`×`h` input: f32, with
@@ -744,11 +770,8 @@ fn first_line(e: &TractError) -> String {
     s.lines().next().unwrap_or("unknown error").to_string()
 }
 
-/// Reads an image file (JPEG or PNG) as packed RGB.
+/// Reads an image file (JPEG or PNG) as packed RGB, checked as the directory source checks
+/// its images (see [`crate::source::replay::read_rgb_image`]).
 pub fn read_rgb_image(path: &Path) -> Result<(Vec<u8>, u32, u32), String> {
-    let img =
-        image::open(path).map_err(|e| format!("{}: cannot read the image: {e}", path.display()))?;
-    let rgb = img.to_rgb8();
-    let (w, h) = rgb.dimensions();
-    Ok((rgb.into_raw(), w, h))
+    crate::source::replay::read_rgb_image(path)
 }

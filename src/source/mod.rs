@@ -263,6 +263,22 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// True for a source that can never work as configured, whatever is retried: a spec no
+    /// backend reads, a device that is not a capture device, a recording that cannot be
+    /// read, is not a recording (a directory or a device named `x.mjpeg`, a Y4M colour space
+    /// lookout does not read) or holds no usable frame (a 0-byte file, an empty directory).
+    /// `lookout run` exits 78 for these (no restart loop), as for a missing file.
+    pub fn is_configuration_problem(&self) -> bool {
+        matches!(
+            self,
+            SourceError::UnknownSpec { .. }
+                | SourceError::NotCapture { .. }
+                | SourceError::File { .. }
+                | SourceError::BadFile { .. }
+                | SourceError::Empty { .. }
+        )
+    }
+
     /// True for errors after which calling [`FrameSource::next`] again makes sense.
     pub fn is_transient(&self) -> bool {
         matches!(

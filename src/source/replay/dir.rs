@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::mjpeg::{find_soi, jpeg_size, scan_jpeg, Scan};
 use super::Raw;
+use crate::files;
 use crate::frame::{monotonic_now, PixelFormat, MAX_FRAME_SIDE};
 use crate::logging::RateLimit;
 use crate::source::{SourceError, SourceStats};
@@ -83,36 +84,61 @@ fn image_kind(p: &Path) -> Option<ImageKind> {
     }
 }
 
+/// Reads an image file whole: a regular file of at most [`files::IMAGE_LIMIT`] bytes (a FIFO
+/// named `*.jpg` is refused at once, never waited on).
+fn read_image_file(path: &Path) -> Result<Vec<u8>, String> {
+    files::read_bounded(path, files::IMAGE_LIMIT, "image").map_err(|e| e.to_string())
+}
+
+/// The one check of a JPEG file's structure, shared by the directory source and
+/// `lookout detect`: the complete JPEG (SOI to EOI) in `bytes`, with its size from the header.
+/// A truncated or structurally broken file is an error saying so.
+fn whole_jpeg(bytes: &[u8]) -> Result<(&[u8], u32, u32), String> {
+    let start = find_soi(bytes, 0).ok_or("no JPEG start marker")?;
+    let end = match scan_jpeg(bytes, start) {
+        Scan::Complete(end) => end,
+        Scan::Broken(at) => return Err(format!("broken JPEG structure at byte {at}")),
+        Scan::Truncated => {
+            return Err(format!(
+                "truncated JPEG (the file ends at byte {} before the image's end marker)",
+                bytes.len()
+            ))
+        }
+    };
+    let jpeg = &bytes[start..end];
+    let (width, height) = jpeg_size(jpeg)?;
+    Ok((jpeg, width, height))
+}
+
+/// Decodes a PNG with the frame side limit checked against its header, before the decoder
+/// allocates.
+fn decode_png(bytes: &[u8]) -> Result<image::RgbImage, String> {
+    let mut reader = image::ImageReader::with_format(Cursor::new(bytes), image::ImageFormat::Png);
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_FRAME_SIDE);
+    limits.max_image_height = Some(MAX_FRAME_SIDE);
+    reader.limits(limits);
+    Ok(reader
+        .decode()
+        .map_err(|e| format!("bad PNG: {e}"))?
+        .to_rgb8())
+}
+
 fn load_image(path: &Path) -> Result<Raw, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    match image_kind(path) {
-        Some(ImageKind::Jpeg) => {
-            let start = find_soi(&bytes, 0).ok_or("no JPEG start marker")?;
-            let end = match scan_jpeg(&bytes, start) {
-                Scan::Complete(end) => end,
-                Scan::Broken(at) => return Err(format!("broken JPEG structure at byte {at}")),
-                Scan::Truncated => return Err("truncated JPEG".into()),
-            };
-            let (width, height) = jpeg_size(&bytes[start..end])?;
+    let kind = image_kind(path).ok_or("not a .jpg, .jpeg or .png file")?;
+    let bytes = read_image_file(path)?;
+    match kind {
+        ImageKind::Jpeg => {
+            let (jpeg, width, height) = whole_jpeg(&bytes)?;
             Ok(Raw {
                 width,
                 height,
                 format: PixelFormat::Mjpeg,
-                data: bytes[start..end].to_vec(),
+                data: jpeg.to_vec(),
             })
         }
-        Some(ImageKind::Png) => {
-            // The size limit is checked against the header, before the decoder allocates.
-            let mut reader =
-                image::ImageReader::with_format(Cursor::new(&bytes), image::ImageFormat::Png);
-            let mut limits = image::Limits::default();
-            limits.max_image_width = Some(MAX_FRAME_SIDE);
-            limits.max_image_height = Some(MAX_FRAME_SIDE);
-            reader.limits(limits);
-            let img = reader
-                .decode()
-                .map_err(|e| format!("bad PNG: {e}"))?
-                .to_rgb8();
+        ImageKind::Png => {
+            let img = decode_png(&bytes)?;
             Ok(Raw {
                 width: img.width(),
                 height: img.height(),
@@ -120,6 +146,28 @@ fn load_image(path: &Path) -> Result<Raw, String> {
                 data: img.into_raw(),
             })
         }
-        None => Err("not a .jpg, .jpeg or .png file".into()),
     }
+}
+
+/// Reads a JPEG or PNG file (told apart by its first bytes) as packed RGB, with the checks
+/// the directory source applies: a bounded regular file ([`files::read_bounded`]), a JPEG
+/// whose structure is whole, sides of at most [`MAX_FRAME_SIDE`]. Errors name the file.
+pub fn read_rgb_image(path: &Path) -> Result<(Vec<u8>, u32, u32), String> {
+    let bytes = read_image_file(path)?;
+    let named = |e: String| format!("{}: {e}", path.display());
+    let img = if bytes.starts_with(&[0xFF, 0xD8]) {
+        let (jpeg, _, _) = whole_jpeg(&bytes).map_err(named)?;
+        image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg)
+            .map_err(|e| named(format!("bad JPEG: {e}")))?
+            .to_rgb8()
+    } else if bytes.starts_with(b"\x89PNG") {
+        decode_png(&bytes).map_err(named)?
+    } else {
+        return Err(named(
+            "neither a JPEG nor a PNG image (expected a file starting with a JPEG or PNG signature)"
+                .into(),
+        ));
+    };
+    let (w, h) = img.dimensions();
+    Ok((img.into_raw(), w, h))
 }

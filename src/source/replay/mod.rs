@@ -10,8 +10,16 @@
 //! decodes once): bit errors inside the entropy data of a structurally sound JPEG surface as
 //! a decode error in preprocessing, which the caller counts.
 //!
-//! MJPEG files are read into memory whole (the demo clip is in the binary anyway); Y4M files
-//! are streamed frame by frame.
+//! **Bounded memory.** Recordings are streamed, never read whole: an MJPEG file or FIFO holds
+//! one frame in memory (at most [`MAX_JPEG_FRAME`], 16 MiB; a longer one is skipped as
+//! corrupt), a Y4M file one frame (its size follows from the header's bounded sides), and a
+//! frame from a FIFO is delivered as soon as it has arrived. Image files are read whole, each
+//! at most [`files::IMAGE_LIMIT`]; a FIFO or device among them is skipped with a warning. A
+//! recording path naming a directory or a device (`/dev/zero`) is refused at open.
+//!
+//! **Frame rates.** A Y4M file's own `F` rate is played within 1..=1000 fps
+//! ([`y4m::MIN_Y4M_FPS`], [`y4m::MAX_Y4M_FPS`]): a rate outside (`F1:10`, a time-lapse or a
+//! corrupt header; `F1000000000:1`) is clamped with a warning naming the file.
 //!
 //! **Empty and absurd recordings.** A recording that holds no usable frame is an error, not
 //! an empty run: at open when it can be told cheaply (an MJPEG stream without one complete
@@ -22,7 +30,6 @@
 //!
 //! [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -31,13 +38,16 @@ use std::time::{Duration, Instant};
 mod dir;
 mod mjpeg;
 pub(crate) use mjpeg::is_complete_jpeg;
+pub use mjpeg::MAX_JPEG_FRAME;
 mod y4m;
 
+pub use dir::read_rgb_image;
 use dir::ImageDir;
 use mjpeg::MjpegStream;
 use y4m::{ReadSeek, Y4mStream};
 
 use super::{FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS};
+use crate::files;
 use crate::frame::{monotonic_now, Frame, PixelFormat};
 use crate::interrupt::Interrupt;
 
@@ -75,7 +85,10 @@ impl ReplaySource {
     /// Only if the embedded clip were broken ([`SourceError::Empty`]).
     pub fn demo(opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
         let fps = opts.replay_fps.unwrap_or(super::DEMO_FPS);
-        let stream = MjpegStream::new(Cow::Borrowed(super::DEMO_CLIP), PathBuf::from("demo"))?;
+        let stream = MjpegStream::open(
+            Box::new(Cursor::new(super::DEMO_CLIP)),
+            PathBuf::from("demo"),
+        )?;
         Ok(Self::with(
             "demo clip (640x480 MJPEG)".into(),
             PathBuf::from("demo"),
@@ -85,19 +98,19 @@ impl ReplaySource {
         ))
     }
 
-    /// A file of concatenated JPEGs, paced at `opts.replay_fps` (default 10 fps).
+    /// A file (or FIFO) of concatenated JPEGs, streamed frame by frame and paced at
+    /// `opts.replay_fps` (default 10 fps). Opening reads up to the first usable frame (for a
+    /// FIFO, waits for it).
     ///
     /// # Errors
-    /// [`SourceError::File`] if it cannot be read, [`SourceError::Empty`] if it holds no
-    /// complete JPEG with a readable header of at most [`MAX_FRAME_SIDE`] per side.
+    /// [`SourceError::File`] if it cannot be read, [`SourceError::BadFile`] if it is a
+    /// directory or a device, [`SourceError::Empty`] if it holds no complete JPEG with a
+    /// readable header of at most [`MAX_FRAME_SIDE`] per side.
     ///
     /// [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
     pub fn mjpeg_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
-        let data = std::fs::read(path).map_err(|source| SourceError::File {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::mjpeg_bytes(path, data, opts)
+        let file = open_recording(path, "MJPEG recording")?;
+        Self::mjpeg_from(path, Box::new(file), opts)
     }
 
     /// Concatenated JPEGs already in memory, played like [`ReplaySource::mjpeg_file`]; `path`
@@ -110,7 +123,29 @@ impl ReplaySource {
         data: Vec<u8>,
         opts: &SourceOptions,
     ) -> Result<ReplaySource, SourceError> {
-        let stream = MjpegStream::new(Cow::Owned(data), path.to_path_buf())?;
+        Self::mjpeg_from(path, Box::new(Cursor::new(data)), opts)
+    }
+
+    /// Concatenated JPEGs streamed from any reader, played like [`ReplaySource::mjpeg_file`]
+    /// (looping seeks to its start); `path` only names the stream in messages. The entry
+    /// point of the `mjpeg_stream` fuzz target, which feeds bytes in arbitrary pieces.
+    ///
+    /// # Errors
+    /// As [`ReplaySource::mjpeg_file`], less the open.
+    pub fn mjpeg_reader<R: std::io::Read + std::io::Seek + Send + 'static>(
+        path: &Path,
+        input: R,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        Self::mjpeg_from(path, Box::new(input), opts)
+    }
+
+    fn mjpeg_from(
+        path: &Path,
+        input: Box<dyn ReadSeek>,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        let stream = MjpegStream::open(input, path.to_path_buf())?;
         let fps = opts.replay_fps.unwrap_or(DEFAULT_REPLAY_FPS);
         Ok(Self::with(
             format!("MJPEG file {}", path.display()),
@@ -131,10 +166,7 @@ impl ReplaySource {
     ///
     /// [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
     pub fn y4m_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
-        let file = File::open(path).map_err(|source| SourceError::File {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = open_recording(path, "Y4M recording")?;
         let len = file
             .metadata()
             .ok()
@@ -230,7 +262,7 @@ impl ReplaySource {
 
     fn read_raw(&mut self) -> Result<Option<Raw>, SourceError> {
         match &mut self.kind {
-            Kind::Mjpeg(s) => Ok(s.next_frame(&mut self.stats)),
+            Kind::Mjpeg(s) => s.next_frame(&mut self.stats),
             Kind::Y4m(s) => s.next_frame(&mut self.stats),
             Kind::Dir(d) => Ok(d.next_frame(&mut self.stats)),
         }
@@ -247,10 +279,7 @@ impl ReplaySource {
 
     fn rewind(&mut self) -> Result<(), SourceError> {
         match &mut self.kind {
-            Kind::Mjpeg(s) => {
-                s.pos = 0;
-                Ok(())
-            }
+            Kind::Mjpeg(s) => s.rewind(),
             Kind::Y4m(s) => s.rewind(),
             Kind::Dir(d) => {
                 d.next = 0;
@@ -258,6 +287,20 @@ impl ReplaySource {
             }
         }
     }
+}
+
+/// Opens a recording to stream it: a regular file or a FIFO ([`files::open_stream`]).
+fn open_recording(path: &Path, what: &'static str) -> Result<File, SourceError> {
+    files::open_stream(path, what).map_err(|e| match e {
+        files::FileError::Io { kind, reason, .. } => SourceError::File {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(kind, reason),
+        },
+        other => SourceError::BadFile {
+            path: path.to_path_buf(),
+            message: other.to_string(),
+        },
+    })
 }
 
 impl FrameSource for ReplaySource {

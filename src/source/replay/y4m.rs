@@ -94,6 +94,25 @@ fn parse_rate(val: &str) -> Option<f64> {
     (n > 0.0 && d > 0.0 && (n / d).is_finite()).then_some(n / d)
 }
 
+/// The slowest frame rate a Y4M file is played at (its `F` header says less: a time-lapse
+/// or a corrupt header), so a paced replay never waits minutes between frames.
+pub const MIN_Y4M_FPS: f64 = 1.0;
+/// The fastest frame rate a Y4M file is played at, as `source.fps` allows at most.
+pub const MAX_Y4M_FPS: f64 = 1000.0;
+
+/// A Y4M header's rate clamped into [`MIN_Y4M_FPS`]..=[`MAX_Y4M_FPS`], with a warning naming
+/// the file when it had to be (an explicit replay rate still overrides it).
+fn bounded_rate(path: &Path, fps: f64) -> f64 {
+    let bounded = fps.clamp(MIN_Y4M_FPS, MAX_Y4M_FPS);
+    if bounded != fps {
+        log::warn!(
+            "{}: the Y4M header's frame rate {fps:.6} fps is outside {MIN_Y4M_FPS}..={MAX_Y4M_FPS}; playing at {bounded} fps",
+            path.display()
+        );
+    }
+    bounded
+}
+
 impl Y4mStream {
     /// Reads and checks the header. `len` (the stream's length, when known) lets a file too
     /// short for one frame be refused here rather than end the run with nothing.
@@ -128,6 +147,7 @@ impl Y4mStream {
             format,
             fps,
         } = Header::parse(&text).map_err(bad)?;
+        let fps = fps.map(|f| bounded_rate(path, f));
         // Raw formats always have a length; sides ≤ MAX_FRAME_SIDE keep it small.
         let frame_len = format.frame_len(width, height).unwrap_or(0);
         let data_start = header.len() as u64;
