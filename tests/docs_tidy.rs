@@ -15,8 +15,8 @@
 //!   the repository root to a file or directory that exists, and when it names an anchor of a
 //!   markdown file, that heading exists.
 //! - **http(s) policy**: a URL may appear in the scanned files only when it starts with one of
-//!   [`ALLOWED_URLS`]: licence and provenance facts of bundled data that were already part of
-//!   the repository. Anything else (other projects' documentation, issue trackers, tools'
+//!   [`ALLOWED_URLS`]: licence and provenance facts of bundled data, and the package mirror
+//!   the build images come from. Anything else (other projects' documentation, issue trackers, tools'
 //!   home pages) is written as plain text (a package or crate name) instead.
 //! - **ARCHITECTURE.md ↔ code**: every top-level module of `src/` has a `### \`name\`` section
 //!   under "## Modules" and every section a module; each section's `May import:` line lists
@@ -67,6 +67,9 @@ const OUTSIDE_PATHS: &[&str] = &["../shared", "/work/shared"];
 const ALLOWED_URLS: &[&str] = &[
     // tests/data/README.md: the public-domain statement of a bundled sample photo.
     "https://flic.kr/p/r9qvLn",
+    // scripts/cross-image.sh: Debian's package mirror, where the build images' packages come
+    // from (a setting the script needs, overridable by LOOKOUT_CROSS_MIRROR).
+    "http://deb.debian.org/debian",
 ];
 
 /// Product documents checked as a whole.
