@@ -624,3 +624,41 @@ fn a_signal_at_any_moment_of_start_up_ends_cleanly_and_promptly() {
 fn libc_sigterm() -> i32 {
     15
 }
+
+#[test]
+fn a_fifo_recording_whose_writer_stalls_never_holds_up_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("cam.mjpeg");
+    mkfifo(&fifo);
+    // A recorder that sends a few frames, then hangs with the pipe open.
+    let clip = std::fs::read("tests/data/demo/vtest-640x480-10fps.mjpeg").unwrap();
+    let f2 = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        let mut w = std::fs::OpenOptions::new().write(true).open(&f2).unwrap();
+        let _ = std::io::Write::write_all(&mut w, &clip[..clip.len().min(200_000)]);
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let cfg = write(
+        dir.path(),
+        "fifo.toml",
+        &format!(
+            "[source]\nspec = \"{}\"\nrealtime = true\n\n[pipeline]\npin_threads = false\nstats_interval = 0.5\n",
+            fifo.display()
+        ),
+    );
+    let (mut d, err) = spawn(dir.path(), &["run", "--config", cfg.to_str().unwrap()]);
+    assert!(wait_for(
+        &err,
+        &mut d,
+        "LOOKOUT_EVENT=stats",
+        Duration::from_secs(60)
+    ));
+    // The frames sent are played within a couple of seconds; then the writer is silent.
+    std::thread::sleep(Duration::from_secs(3));
+    d.signal("TERM");
+    let (status, took) = d.wait_within(Duration::from_secs(20)).expect("stopped");
+    let text = std::fs::read_to_string(&err).unwrap();
+    assert!(status.success(), "{status}\n{text}");
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+    drop(writer); // detached: it ends by itself
+}

@@ -93,8 +93,8 @@ pub fn run_with(
     };
     let hub = Arc::new(Hub::default());
     // Every wait of the source ends when this run does.
-    let interrupt = Interrupt::new();
-    parts.source.set_interrupt(interrupt.clone());
+    let interrupt = parts.source.interrupt().unwrap_or_default();
+    interrupt.lower();
     let cpu0 = process_cpu_time();
     let det_thread = spawn_detector(cfg, opts, parts, &hub)?;
     let outcome = run_capture_and_tracker(cfg, opts, parts, &hub, &interrupt, writer.as_mut());

@@ -53,10 +53,12 @@ pub trait FrameSource {
     /// Nominal frame rate: the negotiated camera rate, or the rate a file is paced at.
     fn fps(&self) -> Option<f64>;
 
-    /// The interrupt that ends this source's waits (pacing, reopen back-off, polls) early:
-    /// the pipeline gives each run's own, raised when the run ends. Sources that never wait
-    /// long ignore it.
-    fn set_interrupt(&mut self, _interrupt: crate::interrupt::Interrupt) {}
+    /// The interrupt that ends this source's waits (pacing, reopen back-off, polls, a
+    /// stalled FIFO writer) early: the pipeline lowers it when a run starts and raises it when
+    /// the run ends. `None` for sources that never wait long.
+    fn interrupt(&self) -> Option<crate::interrupt::Interrupt> {
+        None
+    }
 
     /// One line for logs: what this source is (device and negotiated mode, or file).
     fn describe(&self) -> String;

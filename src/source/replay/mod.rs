@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 mod dir;
 mod mjpeg;
+mod pipe;
 pub(crate) use mjpeg::is_complete_jpeg;
 pub use mjpeg::MAX_JPEG_FRAME;
 mod y4m;
@@ -110,7 +111,7 @@ impl ReplaySource {
     /// [`MAX_FRAME_SIDE`]: crate::frame::MAX_FRAME_SIDE
     pub fn mjpeg_file(path: &Path, opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
         let file = open_recording(path, "MJPEG recording")?;
-        Self::mjpeg_from(path, Box::new(file), opts)
+        Self::mjpeg_from(path, readable(file, opts), opts)
     }
 
     /// Concatenated JPEGs already in memory, played like [`ReplaySource::mjpeg_file`]; `path`
@@ -172,7 +173,7 @@ impl ReplaySource {
             .ok()
             .filter(|m| m.is_file())
             .map(|m| m.len());
-        Self::y4m_from(path, Box::new(file), len, opts)
+        Self::y4m_from(path, readable(file, opts), len, opts)
     }
 
     /// A YUV4MPEG2 stream already in memory, played like [`ReplaySource::y4m_file`]; `path`
@@ -249,10 +250,13 @@ impl ReplaySource {
             path,
             kind,
             fps,
-            pacer: Pacer::new(match opts.pace {
-                Pacing::RealTime => Some(Duration::from_secs_f64(1.0 / fps)),
-                Pacing::AsFastAsPossible => None,
-            }),
+            pacer: Pacer {
+                interrupt: opts.interrupt.clone(),
+                ..Pacer::new(match opts.pace {
+                    Pacing::RealTime => Some(Duration::from_secs_f64(1.0 / fps)),
+                    Pacing::AsFastAsPossible => None,
+                })
+            },
             looped: opts.looped,
             delivered_since_rewind: 0,
             seq: 0,
@@ -289,6 +293,16 @@ impl ReplaySource {
     }
 }
 
+/// A recording's reader: a FIFO through [`pipe::Pipe`] (its waits for the writer end with
+/// the run), a regular file as it is.
+fn readable(file: File, opts: &SourceOptions) -> Box<dyn ReadSeek> {
+    use std::os::unix::fs::FileTypeExt;
+    match file.metadata() {
+        Ok(m) if m.file_type().is_fifo() => Box::new(pipe::Pipe::new(file, opts.interrupt.clone())),
+        _ => Box::new(file),
+    }
+}
+
 /// Opens a recording to stream it: a regular file or a FIFO ([`files::open_stream`]).
 fn open_recording(path: &Path, what: &'static str) -> Result<File, SourceError> {
     files::open_stream(path, what).map_err(|e| match e {
@@ -305,7 +319,22 @@ fn open_recording(path: &Path, what: &'static str) -> Result<File, SourceError> 
 
 impl FrameSource for ReplaySource {
     fn next(&mut self) -> Result<Option<Frame>, SourceError> {
-        let raw = match self.read_raw()? {
+        let raw = match self.read_raw() {
+            Ok(raw) => raw,
+            // A FIFO's writer stalled and the run is ending: nothing is lost (the stream keeps
+            // what it has), the next run reads on.
+            Err(SourceError::File { source, .. })
+                if source.kind() == std::io::ErrorKind::TimedOut
+                    && self.pacer.interrupt.is_raised() =>
+            {
+                return Err(SourceError::Timeout {
+                    device: self.path.display().to_string(),
+                    timeout: Duration::ZERO,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let raw = match raw {
             Some(r) => r,
             // Loop only if the last pass produced something, so an all-corrupt file ends.
             // Ended without a single frame: that is a broken recording, not an empty run.
@@ -357,8 +386,8 @@ impl FrameSource for ReplaySource {
         self.pacer.interval.is_none()
     }
 
-    fn set_interrupt(&mut self, interrupt: Interrupt) {
-        self.pacer.interrupt = interrupt;
+    fn interrupt(&self) -> Option<Interrupt> {
+        Some(self.pacer.interrupt.clone())
     }
 
     fn describe(&self) -> String {

@@ -340,8 +340,8 @@ impl FrameSource for V4l2Source {
         self.negotiated.fps
     }
 
-    fn set_interrupt(&mut self, interrupt: crate::interrupt::Interrupt) {
-        self.opts.interrupt = interrupt;
+    fn interrupt(&self) -> Option<crate::interrupt::Interrupt> {
+        Some(self.opts.interrupt.clone())
     }
 
     fn describe(&self) -> String {
