@@ -100,7 +100,7 @@ impl Default for DetectorConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum DetectError {
     /// The file cannot be read: missing, not a regular file, or over
-    /// [`files::MODEL_LIMIT`](crate::files::MODEL_LIMIT). The message names the file.
+    /// [`crate::files::MODEL_LIMIT`]. The message names the file.
     #[error("model {model}: {error}")]
     Read {
         /// Model name.

@@ -13,7 +13,7 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 
 /// Runs `f` (start-up work such as loading a model: seconds on a Pi) on its own thread,
 /// `lookout-load`, while this thread watches `stop` and keeps the watchdog fed. Returns
-/// `Ok(None)` as soon as `stop` is set — within [`STOP_POLL`], however long `f` takes; `f`
+/// `Ok(None)` as soon as `stop` is set — within 20 ms, however long `f` takes; `f`
 /// is left to finish on its own (the process is about to exit).
 ///
 /// # Errors

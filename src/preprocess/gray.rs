@@ -8,11 +8,11 @@ use crate::frame::{Frame, GrayImage};
 /// the aspect ratio kept, each gray pixel the average of the frame pixels it covers (area
 /// average). YUV formats read Y directly (limited-range values, as the camera sends them);
 /// RGB and MJPEG use `(77·R + 150·G + 29·B) / 256` (BT.601 luma). `out.scale` is frame
-/// pixels per gray pixel. MJPEG frames reuse a decode already done by [`frame_to_tensor`]
+/// pixels per gray pixel. MJPEG frames reuse a decode already done by [`frame_to_tensor`](super::frame_to_tensor)
 /// with the same scratch.
 ///
 /// # Errors
-/// A frame over [`MAX_FRAME_SIDE`] per side or shorter than its format needs, an MJPEG frame that does not decode, a zero size.
+/// A frame over [`MAX_FRAME_SIDE`](crate::frame::MAX_FRAME_SIDE) per side or shorter than its format needs, an MJPEG frame that does not decode, a zero size.
 pub fn frame_to_gray(
     frame: &Frame,
     max_width: u32,

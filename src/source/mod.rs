@@ -125,7 +125,7 @@ pub struct SourceOptions {
     /// instead of being an error: the daemon's `[source] wait_for_camera`. Tools (bench,
     /// capture) leave it off and fail at once.
     pub wait_for_device: bool,
-    /// Ends the source's waits early (see [`FrameSource::set_interrupt`]).
+    /// Ends the source's waits early (see [`FrameSource::interrupt`]).
     pub interrupt: crate::interrupt::Interrupt,
 }
 

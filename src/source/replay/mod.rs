@@ -18,7 +18,7 @@
 //! recording path naming a directory or a device (`/dev/zero`) is refused at open.
 //!
 //! **Frame rates.** A Y4M file's own `F` rate is played within 1..=1000 fps
-//! ([`y4m::MIN_Y4M_FPS`], [`y4m::MAX_Y4M_FPS`]): a rate outside (`F1:10`, a time-lapse or a
+//! (`MIN_Y4M_FPS`, `MAX_Y4M_FPS` in `y4m.rs`): a rate outside (`F1:10`, a time-lapse or a
 //! corrupt header; `F1000000000:1`) is clamped with a warning naming the file.
 //!
 //! **Empty and absurd recordings.** A recording that holds no usable frame is an error, not
