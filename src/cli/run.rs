@@ -101,6 +101,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             return stopped_while("reloading");
         };
         (cfg, parts) = (c, p);
+        // What the ended run and a replaced model freed goes back to the kernel now, not at
+        // the next stats report: a reload costs no memory however often it comes.
+        crate::memory::release_free_memory();
         notifier.reloaded();
     };
     notifier.stopping();

@@ -4,11 +4,11 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use super::mjpeg::{find_soi, jpeg_size, scan_jpeg, Scan};
-use super::Raw;
+use super::raw::Raw;
 use crate::files;
 use crate::frame::{monotonic_now, PixelFormat, MAX_FRAME_SIDE};
 use crate::logging::RateLimit;
-use crate::source::{SourceError, SourceStats};
+use crate::source::interface::{SourceError, SourceStats};
 
 /// The images of a directory, sorted by file name.
 pub(super) struct ImageDir {

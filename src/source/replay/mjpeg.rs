@@ -4,10 +4,9 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use super::y4m::ReadSeek;
-use super::Raw;
+use super::raw::{Raw, ReadSeek};
 use crate::frame::{PixelFormat, MAX_FRAME_SIDE};
-use crate::source::{SourceError, SourceStats};
+use crate::source::interface::{SourceError, SourceStats};
 
 /// Where the structural scan of one JPEG ended.
 #[derive(Debug, PartialEq, Eq)]

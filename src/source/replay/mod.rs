@@ -38,6 +38,13 @@ use std::time::{Duration, Instant};
 mod dir;
 mod mjpeg;
 mod pipe;
+mod raw;
+
+/// The bundled demo clip: 200 frames of OpenCV's `vtest.avi`, 640×480 JPEGs, 10 fps
+/// (provenance and licence in `tests/data/demo/README.md`).
+pub static DEMO_CLIP: &[u8] = include_bytes!("../../../tests/data/demo/vtest-640x480-10fps.mjpeg");
+/// Frame rate of [`DEMO_CLIP`].
+pub const DEMO_FPS: f64 = 10.0;
 pub(crate) use mjpeg::is_complete_jpeg;
 pub use mjpeg::MAX_JPEG_FRAME;
 mod y4m;
@@ -45,11 +52,14 @@ mod y4m;
 pub use dir::read_rgb_image;
 use dir::ImageDir;
 use mjpeg::MjpegStream;
-use y4m::{ReadSeek, Y4mStream};
+use raw::{Raw, ReadSeek};
+use y4m::Y4mStream;
 
-use super::{FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS};
+use super::interface::{
+    FrameSource, Pacing, SourceError, SourceOptions, SourceStats, DEFAULT_REPLAY_FPS,
+};
 use crate::files;
-use crate::frame::{monotonic_now, Frame, PixelFormat};
+use crate::frame::{monotonic_now, Frame};
 use crate::interrupt::Interrupt;
 
 /// A recording played back as a [`FrameSource`].
@@ -71,25 +81,14 @@ enum Kind {
     Dir(ImageDir),
 }
 
-/// What a backend yields before pacing and numbering.
-struct Raw {
-    width: u32,
-    height: u32,
-    format: PixelFormat,
-    data: Vec<u8>,
-}
-
 impl ReplaySource {
     /// The demo clip built into the binary (640×480 MJPEG, 10 fps, 200 frames).
     ///
     /// # Errors
     /// Only if the embedded clip were broken ([`SourceError::Empty`]).
     pub fn demo(opts: &SourceOptions) -> Result<ReplaySource, SourceError> {
-        let fps = opts.replay_fps.unwrap_or(super::DEMO_FPS);
-        let stream = MjpegStream::open(
-            Box::new(Cursor::new(super::DEMO_CLIP)),
-            PathBuf::from("demo"),
-        )?;
+        let fps = opts.replay_fps.unwrap_or(DEMO_FPS);
+        let stream = MjpegStream::open(Box::new(Cursor::new(DEMO_CLIP)), PathBuf::from("demo"))?;
         Ok(Self::with(
             "demo clip (640x480 MJPEG)".into(),
             PathBuf::from("demo"),

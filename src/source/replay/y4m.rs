@@ -3,13 +3,9 @@
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::Raw;
+use super::raw::{Raw, ReadSeek};
 use crate::frame::{PixelFormat, MAX_FRAME_SIDE};
-use crate::source::{SourceError, SourceStats};
-
-/// What a Y4M stream is read from: a file, or bytes in memory.
-pub(super) trait ReadSeek: Read + Seek + Send {}
-impl<T: Read + Seek + Send> ReadSeek for T {}
+use crate::source::interface::{SourceError, SourceStats};
 
 /// A YUV4MPEG2 stream read frame by frame.
 pub(super) struct Y4mStream {

@@ -12,8 +12,8 @@ use super::devices::{describe_rates, describe_sizes, fourcc_str, fps_of};
 use super::mmap::{BufMeta, MmapQueue};
 use super::{V4L2_BUF_FLAG_ERROR, V4L2_BUF_FLAG_TIMESTAMP_MASK, V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC};
 use crate::frame::{monotonic_now, Frame, PixelFormat};
+use crate::source::interface::{FrameSource, SourceError, SourceOptions, SourceStats};
 use crate::source::newest::{pack_rows, take_newest, BufferQueue};
-use crate::source::{FrameSource, SourceError, SourceOptions, SourceStats};
 
 /// Formats tried, in order, when the caller asks for none: raw 4:2:2/4:2:0 first (cheap to
 /// preprocess), MJPEG before the rarer ones.
@@ -111,7 +111,7 @@ impl V4l2Source {
     /// node without its driver: a USB camera that enumerates after the daemon started) is not
     /// an error: the source waits for it, trying again with back-off (0.5 s doubling to 5 s)
     /// on each [`FrameSource::next`], which returns [`SourceError::WaitingForDevice`]
-    /// meanwhile. Only names a camera can appear under ([`crate::source::is_camera_name`])
+    /// meanwhile. Only names a camera can appear under ([`crate::source::interface::is_camera_name`])
     /// are waited for.
     ///
     /// # Errors
@@ -119,7 +119,7 @@ impl V4l2Source {
     pub fn open_or_wait(path: &str, opts: &SourceOptions) -> Result<V4l2Source, SourceError> {
         match V4l2Source::open(path, opts) {
             Err(SourceError::NoDevice { source, .. })
-                if crate::source::is_camera_name(path) && is_absent(&source) =>
+                if crate::source::interface::is_camera_name(path) && is_absent(&source) =>
             {
                 log::warn!(
                     LOOKOUT_EVENT = "camera_waiting";
