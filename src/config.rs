@@ -616,64 +616,83 @@ const SPEC_KINDS: &str =
 /// directory exists.
 pub fn check_environment(cfg: &Config) -> Vec<Problem> {
     let mut p = Vec::new();
+    check_source(cfg, &mut p);
+    check_model(cfg, &mut p);
+    check_cores(cfg, &mut p);
+    check_tracks_file(cfg, &mut p);
+    p
+}
+
+/// `source.spec` names a device that is there (or one the daemon waits for), or a file of a
+/// kind lookout reads.
+fn check_source(cfg: &Config, p: &mut Vec<Problem>) {
     let mut bad = |k: &str, m: String| p.push(Problem::new(k, m));
     let spec = cfg.source.spec.trim();
-    if !spec.is_empty() {
-        match Spec::parse(spec) {
-            Ok(Spec::Demo) => {}
-            Ok(Spec::Camera(device)) => {
-                let waited_for =
-                    cfg.source.wait_for_camera && crate::source::is_camera_name(&device);
-                if !Path::new(&device).exists() && !waited_for {
-                    bad(
-                        "source.spec",
-                        format!(
-                            "expected an existing V4L2 device, found {device} (no such device{})",
-                            if cfg.source.wait_for_camera {
-                                "; lookout waits only for /dev/videoN and /dev/v4l/… names"
-                            } else {
-                                "; source.wait_for_camera = false"
-                            }
-                        ),
-                    );
-                }
-            }
-            Ok(other) => {
-                if other.path().is_some_and(|p| !p.exists()) {
-                    bad(
-                        "source.spec",
-                        format!("expected an existing file or directory, found {spec} (not found)"),
-                    );
-                }
-            }
-            Err(_) if !Path::new(spec).exists() => bad(
-                "source.spec",
-                format!("expected an existing file or directory, found {spec} (not found)"),
-            ),
-            Err(_) => bad(
-                "source.spec",
-                format!(
-                    "expected {SPEC_KINDS}, found {spec} (a kind of file lookout does not read)"
-                ),
-            ),
-        }
+    if spec.is_empty() {
+        return;
     }
-    let m = &cfg.model;
-    if !m.file.is_empty() {
-        // Read (a bounded, regular file: never a FIFO that blocks or /dev/zero that fills the
-        // memory), parse and type it (no optimization): a file that is not a NanoDet ONNX
-        // model, one that declares an input too large, or one that rejects input_size is a
-        // configuration error too.
-        match crate::detect::Detector::check(&cfg.detector()) {
-            Ok(_) => {}
-            Err(crate::detect::DetectError::Read { error, .. }) => bad(
-                "model.file",
-                format!("expected a readable ONNX file: {error}"),
-            ),
-            Err(e) => bad("model.file", format!("expected a NanoDet ONNX model: {e}")),
+    match Spec::parse(spec) {
+        Ok(Spec::Demo) => {}
+        Ok(Spec::Camera(device)) => {
+            let waited_for = cfg.source.wait_for_camera && crate::source::is_camera_name(&device);
+            if !Path::new(&device).exists() && !waited_for {
+                bad(
+                    "source.spec",
+                    format!(
+                        "expected an existing V4L2 device, found {device} (no such device{})",
+                        if cfg.source.wait_for_camera {
+                            "; lookout waits only for /dev/videoN and /dev/v4l/… names"
+                        } else {
+                            "; source.wait_for_camera = false"
+                        }
+                    ),
+                );
+            }
         }
+        Ok(other) => {
+            if other.path().is_some_and(|p| !p.exists()) {
+                bad(
+                    "source.spec",
+                    format!("expected an existing file or directory, found {spec} (not found)"),
+                );
+            }
+        }
+        Err(_) if !Path::new(spec).exists() => bad(
+            "source.spec",
+            format!("expected an existing file or directory, found {spec} (not found)"),
+        ),
+        Err(_) => bad(
+            "source.spec",
+            format!("expected {SPEC_KINDS}, found {spec} (a kind of file lookout does not read)"),
+        ),
     }
-    // The cores this process may run on (all of them, or what CPUAffinity=/taskset left).
+}
+
+/// `model.file`, when set, is a readable NanoDet ONNX model.
+fn check_model(cfg: &Config, p: &mut Vec<Problem>) {
+    if cfg.model.file.is_empty() {
+        return;
+    }
+    // Read (a bounded, regular file: never a FIFO that blocks or /dev/zero that fills the
+    // memory), parse and type it (no optimization): a file that is not a NanoDet ONNX
+    // model, one that declares an input too large, or one that rejects input_size is a
+    // configuration error too.
+    match crate::detect::Detector::check(&cfg.detector()) {
+        Ok(_) => {}
+        Err(crate::detect::DetectError::Read { error, .. }) => p.push(Problem::new(
+            "model.file",
+            format!("expected a readable ONNX file: {error}"),
+        )),
+        Err(e) => p.push(Problem::new(
+            "model.file",
+            format!("expected a NanoDet ONNX model: {e}"),
+        )),
+    }
+}
+
+/// The configured cores are ones this process may run on (all of them, or what
+/// CPUAffinity=/taskset left).
+fn check_cores(cfg: &Config, p: &mut Vec<Problem>) {
     let allowed = crate::sysinfo::allowed_cores();
     let core_ok = |c: usize| allowed.is_empty() || allowed.contains(&c);
     let cores_desc = describe_cores(&allowed);
@@ -683,42 +702,44 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
         ("pipeline.track_core", pl.track_core),
     ] {
         if let Some(v) = v.filter(|v| !core_ok(*v)) {
-            bad(
+            p.push(Problem::new(
                 k,
                 format!("expected one of the cores this process may use ({cores_desc}), found {v}"),
-            );
+            ));
         }
     }
     if let Some(c) = pl.detect_cores.iter().find(|c| !core_ok(**c)) {
-        bad(
+        p.push(Problem::new(
             "pipeline.detect_cores",
             format!("expected cores this process may use ({cores_desc}), found {c}"),
-        );
+        ));
     }
-    if !cfg.output.tracks_file.is_empty() {
-        let tracks = Path::new(&cfg.output.tracks_file);
-        let model = Path::new(&cfg.model.file);
-        let keep = [
-            (model, "model file"),
-            (Path::new(&cfg.source.spec), "recording"),
-        ];
-        if let Some(why) = crate::output::tracks_path_problem(tracks, &keep) {
-            bad("output.tracks_file", why);
-        }
-        let parent = Path::new(&cfg.output.tracks_file)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty());
-        if parent.is_some_and(|p| !p.is_dir()) {
-            bad(
-                "output.tracks_file",
-                format!(
-                    "expected a path in an existing directory, found {}",
-                    cfg.output.tracks_file
-                ),
-            );
-        }
+}
+
+/// `output.tracks_file`, when set, can be written: a name the system can hold, not the model
+/// or the recording, in an existing directory.
+fn check_tracks_file(cfg: &Config, p: &mut Vec<Problem>) {
+    if cfg.output.tracks_file.is_empty() {
+        return;
     }
-    p
+    let tracks = Path::new(&cfg.output.tracks_file);
+    let keep = [
+        (Path::new(&cfg.model.file), "model file"),
+        (Path::new(&cfg.source.spec), "recording"),
+    ];
+    if let Some(why) = crate::output::tracks_path_problem(tracks, &keep) {
+        p.push(Problem::new("output.tracks_file", why));
+    }
+    let parent = tracks.parent().filter(|p| !p.as_os_str().is_empty());
+    if parent.is_some_and(|p| !p.is_dir()) {
+        p.push(Problem::new(
+            "output.tracks_file",
+            format!(
+                "expected a path in an existing directory, found {}",
+                cfg.output.tracks_file
+            ),
+        ));
+    }
 }
 
 #[cfg(test)]
