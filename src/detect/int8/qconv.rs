@@ -268,6 +268,119 @@ fn is_i8(dt: DatumType) -> bool {
     dt.unquantized() == DatumType::I8
 }
 
+/// The quantization of the convolution `node`: the output's zero point and the input,
+/// kernel and output scales; `None` unless the input and kernel zero points are 0.
+fn quant_params(model: &TypedModel, node: &TypedNode) -> Option<(i32, f32, f32, f32)> {
+    let [x0, xs, k0, ks, y0, ys] = [3, 4, 5, 6, 7, 8].map(|ix| konst(model, node, ix));
+    if zero_point(&*x0?)? != 0 || zero_point(&*k0?)? != 0 {
+        return None;
+    }
+    let y0 = zero_point(&*y0?)?;
+    Some((
+        y0,
+        scalar_f32(&*xs?)?,
+        scalar_f32(&*ks?)?,
+        scalar_f32(&*ys?)?,
+    ))
+}
+
+/// The [m, k] weights packed once: lookout's pairwise layout where `policy` wants it for
+/// the kernel `mmm_name`, else tract's packing `a_format`.
+fn pack_weights(
+    w_i8: &[i8],
+    [m, k]: [usize; 2],
+    policy: KernelPolicy,
+    mmm_name: &str,
+    a_format: &dyn MMMInputFormat,
+) -> Option<Weights> {
+    let pairwise = policy
+        .pairwise_over(mmm_name)
+        .then(|| PackedWeights::new(w_i8, m, k))
+        .flatten();
+    Some(match pairwise {
+        Some(w) => Weights::Pairwise(Arc::new(w)),
+        None => {
+            let w2 = Tensor::from_shape(&[m, k], w_i8).ok()?;
+            Weights::Tract(Arc::new(a_format.prepare_one(&w2, 1, 0).ok()?))
+        }
+    })
+}
+
+/// The bias of the convolution `node` as `m` i32 values (one per output channel, or one for
+/// all), `None` when it is missing or of another length.
+fn bias_of(model: &TypedModel, node: &TypedNode, m: usize) -> Option<Vec<i32>> {
+    match konst(model, node, 2) {
+        Some(b) if b.len() == m => Some(
+            b.cast_to::<i32>()
+                .ok()?
+                .to_plain_array_view::<i32>()
+                .ok()?
+                .iter()
+                .copied()
+                .collect(),
+        ),
+        Some(b) if b.len() == 1 => Some(vec![b.cast_to_scalar::<i32>().ok()?; m]),
+        _ => None,
+    }
+}
+
+/// tract's choice of matmul kernel for `query` among those whose activation packing
+/// lookout's packer writes (on a CPU with AMX, tract's first choice packs the activations as
+/// A tiles), with its packing index.
+fn choose_kernel(query: &Query, m: usize, k: usize) -> Option<(Box<dyn MatMatMul>, usize)> {
+    let dispatch = MmmDispatch::native();
+    let mut suitable = dispatch.suitable(query);
+    suitable.retain(|(mmm, p, extractor)| {
+        extractor.is_none()
+            && mmm
+                .packings()
+                .get(*p)
+                .is_some_and(|(_, b)| layout_of(&**b).is_some())
+    });
+    // `LOOKOUT_INT8_KERNEL=<name>` picks one of them by name (A/B comparisons).
+    if let Ok(want) = std::env::var("LOOKOUT_INT8_KERNEL") {
+        if suitable.iter().any(|(mmm, _, _)| mmm.name() == want) {
+            suitable.retain(|(mmm, _, _)| mmm.name() == want);
+        }
+    }
+    let (mmm, packing, _) = match dispatch.preferred(query, &suitable) {
+        Some(chosen) => chosen,
+        None => {
+            // tract's generic rules, then the widest tile (as `MmmDispatch::pick`).
+            retain_best(&mut suitable);
+            let ix = pick_by_shape(query, &suitable).or_else(|| {
+                (0..suitable.len()).max_by_key(|&i| suitable[i].0.mr() * suitable[i].0.nr())
+            })?;
+            suitable.swap_remove(ix)
+        }
+    };
+    Some(past_small_amx_tile(mmm, packing, &suitable, m, k))
+}
+
+/// The weights (OIHW bytes, possibly typed as a quantized i8: read as plain i8) as an
+/// [m, k] i8 matrix in the taps' order: kernel position first, then input channel (the same
+/// for a 1×1 kernel). A 1×1 kernel is a copy; a window gathers each tap's row with a stride
+/// (iterator adaptors or a loop per source byte cost 20+ instructions per weight on aarch64,
+/// tens of millions at load: armcost).
+fn weights_in_taps_order(wb: &[u8], m: usize, k: usize, c: usize, taps_n: usize) -> Vec<i8> {
+    let mut w_i8: Vec<i8> = vec![0; m * k];
+    for (per_out, dst) in wb.chunks_exact(c * taps_n).zip(w_i8.chunks_exact_mut(k)) {
+        if taps_n == 1 {
+            for (d, &b) in dst.iter_mut().zip(per_out) {
+                *d = b as i8;
+            }
+            continue;
+        }
+        for (t, row) in dst.chunks_exact_mut(c).enumerate() {
+            let from = &per_out[t..];
+            for (ci, d) in row.iter_mut().enumerate() {
+                *d = from[ci * taps_n] as i8;
+            }
+        }
+    }
+    w_i8
+}
+
 impl QConvI8 {
     /// The replacement for `node` when it is a quantized convolution this op computes exactly
     /// (module doc); `taps` when its input is an in-graph im2col it should write itself; the
@@ -333,24 +446,8 @@ impl QConvI8 {
         if !is_i8(w.datum_type()) || w.len() != m * k {
             return None;
         }
-        let [x0, xs, k0, ks, y0, ys] = [3, 4, 5, 6, 7, 8].map(|ix| konst(model, node, ix));
-        if zero_point(&*x0?)? != 0 || zero_point(&*k0?)? != 0 {
-            return None;
-        }
-        let y0 = zero_point(&*y0?)?;
-        let (xs, ks, ys) = (scalar_f32(&*xs?)?, scalar_f32(&*ks?)?, scalar_f32(&*ys?)?);
-        let bias: Vec<i32> = match konst(model, node, 2) {
-            Some(b) if b.len() == m => b
-                .cast_to::<i32>()
-                .ok()?
-                .to_plain_array_view::<i32>()
-                .ok()?
-                .iter()
-                .copied()
-                .collect(),
-            Some(b) if b.len() == 1 => vec![b.cast_to_scalar::<i32>().ok()?; m],
-            _ => return None,
-        };
+        let (y0, xs, ks, ys) = quant_params(model, node)?;
+        let bias = bias_of(model, node, m)?;
         let n = oh * ow;
         let query = Query {
             weight: WeightType::Plain(DatumType::I8),
@@ -362,71 +459,11 @@ impl QConvI8 {
             k: Some(k),
             n: Some(n),
         };
-        // tract's choice among the kernels whose activation packing lookout's packer writes
-        // (on a CPU with AMX, tract's first choice packs the activations as A tiles).
-        let dispatch = MmmDispatch::native();
-        let mut suitable = dispatch.suitable(&query);
-        suitable.retain(|(mmm, p, extractor)| {
-            extractor.is_none()
-                && mmm
-                    .packings()
-                    .get(*p)
-                    .is_some_and(|(_, b)| layout_of(&**b).is_some())
-        });
-        // `LOOKOUT_INT8_KERNEL=<name>` picks one of them by name (A/B comparisons).
-        if let Ok(want) = std::env::var("LOOKOUT_INT8_KERNEL") {
-            if suitable.iter().any(|(mmm, _, _)| mmm.name() == want) {
-                suitable.retain(|(mmm, _, _)| mmm.name() == want);
-            }
-        }
-        let (mmm, packing, _) = match dispatch.preferred(&query, &suitable) {
-            Some(chosen) => chosen,
-            None => {
-                // tract's generic rules, then the widest tile (as `MmmDispatch::pick`).
-                retain_best(&mut suitable);
-                let ix = pick_by_shape(&query, &suitable).or_else(|| {
-                    (0..suitable.len()).max_by_key(|&i| suitable[i].0.mr() * suitable[i].0.nr())
-                })?;
-                suitable.swap_remove(ix)
-            }
-        };
-        let (mmm, packing) = past_small_amx_tile(mmm, packing, &suitable, m, k);
+        let (mmm, packing) = choose_kernel(&query, m, k)?;
         let (a_format, b_format) = mmm.packings().get(packing)?;
         let b_layout = layout_of(&**b_format)?;
-        // The weights as an [m, k] i8 matrix, packed once: OIHW reordered to the taps' order,
-        // kernel position first, then input channel (the same for a 1×1 kernel).
-        // (The weights may be typed as a quantized i8: their bytes are read as plain i8.)
-        let wb = w.as_bytes();
-        let taps_n = kh * kw;
-        // A 1×1 kernel is a copy; a window gathers each tap's row with a stride (iterator
-        // adaptors or a loop per source byte cost 20+ instructions per weight on aarch64,
-        // tens of millions at load: armcost).
-        let mut w_i8: Vec<i8> = vec![0; m * k];
-        for (per_out, dst) in wb.chunks_exact(c * taps_n).zip(w_i8.chunks_exact_mut(k)) {
-            if taps_n == 1 {
-                for (d, &b) in dst.iter_mut().zip(per_out) {
-                    *d = b as i8;
-                }
-                continue;
-            }
-            for (t, row) in dst.chunks_exact_mut(c).enumerate() {
-                let from = &per_out[t..];
-                for (ci, d) in row.iter_mut().enumerate() {
-                    *d = from[ci * taps_n] as i8;
-                }
-            }
-        }
-        let pairwise = policy
-            .pairwise_over(mmm.name())
-            .then(|| PackedWeights::new(&w_i8, m, k))
-            .flatten();
-        let weights = match pairwise {
-            Some(w) => Weights::Pairwise(Arc::new(w)),
-            None => {
-                let w2 = Tensor::from_shape(&[m, k], &w_i8).ok()?;
-                Weights::Tract(Arc::new(a_format.prepare_one(&w2, 1, 0).ok()?))
-            }
-        };
+        let w_i8 = weights_in_taps_order(w.as_bytes(), m, k, c, kh * kw);
+        let weights = pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format)?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
         let op = QConvI8 {
             m,

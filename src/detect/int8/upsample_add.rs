@@ -86,6 +86,65 @@ pub struct FastUpsampleAdd {
     out_hw: [usize; 2],
 }
 
+/// The resize `node`'s input and output shapes and per-axis scales, when it is one this op
+/// fuses: a concrete f32 input, constant scales or sizes, the innermost two axes resampled
+/// and no other.
+fn resize_shapes(
+    model: &TypedModel,
+    node: &TypedNode,
+    resize: &Resize,
+) -> Option<(TVec<usize>, TVec<usize>, TVec<f32>)> {
+    let x_fact = model.outlet_fact(*node.inputs.first()?).ok()?;
+    let shape_in: TVec<usize> = x_fact.shape.as_concrete()?.into();
+    let rank = shape_in.len();
+    if x_fact.datum_type != f32::datum_type() || rank < 2 {
+        return None;
+    }
+    let konst = |ix: Option<usize>| -> Option<Option<Arc<Tensor>>> {
+        match ix {
+            None => Some(None),
+            Some(i) => Some(Some(
+                model
+                    .outlet_fact(*node.inputs.get(i)?)
+                    .ok()?
+                    .konst
+                    .clone()?,
+            )),
+        }
+    };
+    let scales = konst(resize.optional_scales_input)?;
+    let sizes = konst(resize.optional_sizes_input)?;
+    let shape_out = resize
+        .compute_output_shape(&shape_in, scales.as_deref(), sizes.as_deref())
+        .ok()?;
+    let out_fact = &node.outputs.first()?.fact;
+    if out_fact.shape.as_concrete()? != &*shape_out || out_fact.datum_type != f32::datum_type() {
+        return None;
+    }
+    let scales: TVec<f32> = match scales.filter(|s| s.len() == rank) {
+        Some(s) => s
+            .cast_to::<f32>()
+            .ok()?
+            .try_as_plain_ram()
+            .ok()?
+            .as_slice::<f32>()
+            .ok()?
+            .into(),
+        None => shape_out
+            .iter()
+            .zip(&shape_in)
+            .map(|(o, i)| *o as f32 / *i as f32)
+            .collect(),
+    };
+    for axis in 0..rank {
+        let kept = shape_in[axis] == shape_out[axis] && scales[axis] == 1.0;
+        if kept != (axis + 2 < rank) {
+            return None;
+        }
+    }
+    Some((shape_in, shape_out, scales))
+}
+
 impl FastUpsampleAdd {
     /// The op for `resize` (linear or nearest, both innermost axes resampled with the given
     /// scales, every other axis kept) from `shape_in` to its two innermost lengths `out_hw`,
@@ -157,58 +216,9 @@ impl FastUpsampleAdd {
             let is_output = model.output_outlets().ok()?.contains(&outlet);
             (succ.len() == 1 && !is_output).then(|| succ[0])
         };
-        // The resize: a concrete f32 input, constant scales or sizes, the innermost two axes
-        // resampled and no other.
         let x_outlet = *node.inputs.first()?;
-        let x_fact = model.outlet_fact(x_outlet).ok()?;
-        let shape_in: TVec<usize> = x_fact.shape.as_concrete()?.into();
+        let (shape_in, shape_out, scales) = resize_shapes(model, node, resize)?;
         let rank = shape_in.len();
-        if x_fact.datum_type != f32::datum_type() || rank < 2 {
-            return None;
-        }
-        let konst = |ix: Option<usize>| -> Option<Option<Arc<Tensor>>> {
-            match ix {
-                None => Some(None),
-                Some(i) => Some(Some(
-                    model
-                        .outlet_fact(*node.inputs.get(i)?)
-                        .ok()?
-                        .konst
-                        .clone()?,
-                )),
-            }
-        };
-        let scales = konst(resize.optional_scales_input)?;
-        let sizes = konst(resize.optional_sizes_input)?;
-        let shape_out = resize
-            .compute_output_shape(&shape_in, scales.as_deref(), sizes.as_deref())
-            .ok()?;
-        let out_fact = &node.outputs.first()?.fact;
-        if out_fact.shape.as_concrete()? != &*shape_out || out_fact.datum_type != f32::datum_type()
-        {
-            return None;
-        }
-        let scales: TVec<f32> = match scales.filter(|s| s.len() == rank) {
-            Some(s) => s
-                .cast_to::<f32>()
-                .ok()?
-                .try_as_plain_ram()
-                .ok()?
-                .as_slice::<f32>()
-                .ok()?
-                .into(),
-            None => shape_out
-                .iter()
-                .zip(&shape_in)
-                .map(|(o, i)| *o as f32 / *i as f32)
-                .collect(),
-        };
-        for axis in 0..rank {
-            let kept = shape_in[axis] == shape_out[axis] && scales[axis] == 1.0;
-            if kept != (axis + 2 < rank) {
-                return None;
-            }
-        }
         // The add: the resize's only reader, of two f32 tensors of the output's shape.
         let add_inlet = only_reader(OutletId::new(resize_id, 0))?;
         let add = model.node(add_inlet.node);
