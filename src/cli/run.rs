@@ -60,10 +60,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     }
     let built = {
         let cfg = cfg.clone();
-        pipeline::unless_stopped(&signals.stop, Some(&notifier), move || {
-            pipeline::build(&cfg, None)
-        })
-        .map_err(anyhow::Error::from)?
+        // No watchdog pings before READY: start-up has systemd's TimeoutStartSec instead.
+        pipeline::unless_stopped(&signals.stop, None, move || pipeline::build(&cfg, None))
+            .map_err(anyhow::Error::from)?
     };
     let Some(built) = built else {
         return stopped_while("starting (loading the model, opening the source)");
