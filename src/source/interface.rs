@@ -66,7 +66,7 @@ pub enum Pacing {
     AsFastAsPossible,
 }
 
-/// Options for [`open`]. Camera fields are ignored by recordings and vice versa.
+/// Options for [`open`](super::open). Camera fields are ignored by recordings and vice versa.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceOptions {
     /// Requested width in pixels (camera); `None` keeps the device's current width.
