@@ -200,10 +200,14 @@ pub fn open_stream(path: &Path, what: &'static str) -> Result<File, FileError> {
         return Ok(file);
     }
     if meta.file_type().is_fifo() {
-        drop(file);
-        // A pipe is read as it is written: reopen it blocking (a non-blocking read of an
-        // empty pipe would end the recording at once).
-        return File::open(path).map_err(|e| FileError::io(what, path, &e));
+        // A pipe is read as it is written: the same descriptor made blocking (a non-blocking
+        // read of an empty pipe would end the recording at once). Never closed and opened
+        // again: a writer already connected would see the pipe without a reader in between
+        // (EPIPE). Until a writer comes, a read waits for it (the replay reads a FIFO through
+        // a poll that a stop ends).
+        rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())
+            .map_err(|e| FileError::io(what, path, &e.into()))?;
+        return Ok(file);
     }
     Err(FileError::NotRegular {
         what,

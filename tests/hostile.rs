@@ -58,6 +58,18 @@ impl Proc {
         assert!(ok, "kill -{name}");
     }
 
+    /// The least of five [`Proc::rss_anon_kib`] samples 100 ms apart (what is resident
+    /// between the buffers of an inference in flight).
+    fn rss_anon_kib_least(&self) -> u64 {
+        (0..5)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(100)); // sampling interval
+                self.rss_anon_kib()
+            })
+            .min()
+            .unwrap()
+    }
+
     /// Resident anonymous memory (the heap and stacks: what a leak grows; the file-backed
     /// rest is the binary's own pages, mapped in as code paths first run).
     fn rss_anon_kib(&self) -> u64 {
@@ -183,9 +195,9 @@ fn reloads_keep_memory_flat_and_append_to_the_tracks_file() {
         first.is_some(),
         "lines flushed by the stats reports before the reloads"
     );
-    let rss0 = d.rss_anon_kib();
+    let rss0 = d.rss_anon_kib_least();
     reloads(&mut d, 200);
-    let rss1 = d.rss_anon_kib();
+    let rss1 = d.rss_anon_kib_least();
     // Let the last run write a few seconds of lines (two more stats reports), then stop.
     let stats = |err: &Path| {
         let text = std::fs::read_to_string(err).unwrap_or_default();
@@ -204,9 +216,10 @@ fn reloads_keep_memory_flat_and_append_to_the_tracks_file() {
     let (status, _) = d.wait_within(Duration::from_secs(10)).expect("stops");
     assert!(status.success(), "{status}");
     eprintln!("RssAnon {rss0} → {rss1} KiB over 200 reloads");
-    // A leak of each run's summary made it ~1.4 MB per reload (280 MB here).
+    // Keeping each run's summary costs ~1.4 MB per reload (280 MB here); what a run in
+    // flight holds (an inference's buffers) moves a sample by a few MB either way.
     assert!(
-        rss1 <= rss0 + 1024,
+        rss1 <= rss0 + 4096,
         "RssAnon grew {rss0} → {rss1} KiB over 200 reloads"
     );
     // A reload appends: the file still starts with the line written before the reloads,
