@@ -620,7 +620,7 @@ fn a_signal_at_any_moment_of_start_up_ends_cleanly_and_promptly() {
         let text = std::fs::read_to_string(&err).unwrap_or_default();
         // Either the signal came before `main` (the default action: terminated by it), or the
         // handlers took it: status 0. Never a failure status, never a panic.
-        let before_main = status.signal() == Some(libc_sigterm()) && text.is_empty();
+        let before_main = status.signal() == Some(libc::SIGTERM) && text.is_empty();
         assert!(
             status.success() || before_main,
             "{delay_ms} ms: {status}\n{text}"
@@ -631,11 +631,6 @@ fn a_signal_at_any_moment_of_start_up_ends_cleanly_and_promptly() {
         );
         assert!(!text.contains("panicked"), "{delay_ms} ms: {text}");
     }
-}
-
-/// SIGTERM's number on Linux.
-fn libc_sigterm() -> i32 {
-    15
 }
 
 #[test]
