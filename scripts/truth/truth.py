@@ -411,25 +411,39 @@ def cmd_apply(args):
             die(f"{prop} missing: run `truth.py propose` first")
         rows = read_mot(prop)
         corr = args.corrections or os.path.join(ROOT, "tests", "data", "truth", f"{stem}.corrections.txt")
-        n = 0
+        n, explicit = 0, {}
         if os.path.exists(corr):
-            rows, n = apply_corrections(rows, corr)
+            rows, n, explicit = apply_corrections(rows, corr)
         out = args.out or os.path.join(ROOT, "tests", "data", "truth", f"{stem}.gt.txt")
-        rows = fill_gaps(rows, args.fill_gap)
+        rows, filled = fill_gaps(rows, args.fill_gap)
         rows = [r for r in rows if r[4] - r[2] > 0.5 and r[5] - r[3] > 0.5]
-        write_mot(out, rows)
+        write_mot(out, final_visibility(rows, filled, explicit))
         ids = sorted({r[1] for r in rows})
         print(f"{stem}: {n} corrections applied, {len(ids)} ids, {len(rows)} boxes -> {out}")
 
 
+def final_visibility(rows, filled, explicit):
+    """Visibility of the corrected boxes, computed again (the proposal's values count boxes the
+    corrections removed): the geometric fraction not hidden by nearer boxes or the frame edge,
+    halved on frames filled by fill_gaps (an object the detector missed is usually partly
+    hidden); a `vis` correction sets it outright (explicit: id(row) -> (row, value))."""
+    rows = visibility(rows)
+    for r in rows:
+        if id(r) in filled:
+            r[8] = round(r[8] / 2, 2)
+        if id(r) in explicit:
+            r[8] = explicit[id(r)][1]
+    return rows
+
+
 def fill_gaps(rows, max_gap):
     """Frames an id misses between two of its boxes (up to max_gap) get interpolated boxes: the
-    object was there, hidden or missed by the detector. Visibility there is the lower of the two
-    ends, halved (an object the detector missed is usually partly hidden)."""
+    object was there, hidden or missed by the detector. Returns the rows and the new ones (by
+    id(), for final_visibility to halve)."""
     tracks = {}
     for r in rows:
         tracks.setdefault(r[1], {})[r[0]] = r
-    out = list(rows)
+    out, filled = list(rows), {}
     for tid, t in tracks.items():
         fs = sorted(t)
         for f0, f1 in zip(fs, fs[1:]):
@@ -438,15 +452,16 @@ def fill_gaps(rows, max_gap):
                 for f in range(f0 + 1, f1):
                     s = (f - f0) / (f1 - f0)
                     box = [a[k] + (b[k] - a[k]) * s for k in range(2, 6)]
-                    out.append([f, tid, *box, min(a[6], b[6]), a[7], round(min(a[8], b[8]) / 2, 2)])
-    return out
+                    out.append([f, tid, *box, min(a[6], b[6]), a[7], 1.0])
+                    filled[id(out[-1])] = out[-1]
+    return out, filled
 
 
 def apply_corrections(rows, path):
     tracks = {}
     for r in rows:
         tracks.setdefault(r[1], {})[r[0]] = r
-    n = 0
+    n, explicit = 0, {}
     with open(path) as f:
         for ln, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
@@ -456,7 +471,7 @@ def apply_corrections(rows, path):
             op, a = p[0], [float(x) for x in p[1:]]
             where = f"{path}:{ln}"
             try:
-                apply_one(tracks, op, a)
+                apply_one(tracks, op, a, explicit)
             except (KeyError, IndexError, ValueError) as e:
                 die(f"{where}: `{line}`: {e!r}")
             n += 1
@@ -465,7 +480,7 @@ def apply_corrections(rows, path):
         for f, r in fr.items():
             r[0], r[1] = f, tid
             out.append(r)
-    return out, n
+    return out, n, explicit
 
 
 def frange(track, a, i):
@@ -474,7 +489,9 @@ def frange(track, a, i):
     return list(track)
 
 
-def apply_one(tracks, op, a):
+def apply_one(tracks, op, a, explicit):
+    """One correction on tracks (id -> frame -> row); a `vis` is also noted in explicit (by
+    id() of the row, which it keeps alive) so that it outlasts the visibility computed at the end."""
     tid = int(a[0]) if a else None
     if op == "merge":
         dst = tracks[tid]
@@ -505,6 +522,7 @@ def apply_one(tracks, op, a):
         t = tracks[tid]
         for f in frange(t, a, 1):
             t[f][8] = a[3]
+            explicit[id(t[f])] = (t[f], a[3])
     elif op == "box":
         t = tracks.setdefault(tid, {})
         f = int(a[1])
