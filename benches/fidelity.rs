@@ -46,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         tracks_out: None,
         threads: None,
         inference_only: None,
+        truth: std::env::var_os("LOOKOUT_FIDELITY_TRUTH").map(PathBuf::from),
         stop: Default::default(),
     };
     let report = bench::run(&settings, &mut Line(std::io::stderr().is_terminal()))?;

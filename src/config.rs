@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{DetectorConfig, ModelSource, Precision};
+use crate::events::{EventsConfig, Rules, ZonesConfig};
 use crate::files;
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
@@ -38,6 +39,10 @@ pub struct Config {
     pub tracker: TrackerConfig,
     /// What is reported and where.
     pub output: OutputConfig,
+    /// Which tracks become events (true positives worth telling about).
+    pub events: EventsConfig,
+    /// Named areas of the frame, `name = [[x, y], …]` in fractions of the frame.
+    pub zones: ZonesConfig,
 }
 
 /// `[source]`
@@ -397,7 +402,21 @@ impl Config {
             p.push(Problem::new(e.field, e.message));
         }
         self.check_output(&mut p);
+        if let Err(errors) = Rules::new(&self.events, &self.zones) {
+            p.extend(errors.into_iter().map(|e| Problem::new(e.key, e.message)));
+        }
         p
+    }
+
+    /// The event rules of `[events]` and `[zones]`; a validated configuration's always build.
+    pub fn event_rules(&self) -> Result<Rules, ConfigErrors> {
+        Rules::new(&self.events, &self.zones).map_err(|errors| {
+            let problems = errors
+                .into_iter()
+                .map(|e| Problem::new(e.key, e.message))
+                .collect();
+            ConfigErrors::from_problems("<configuration>", None, problems)
+        })
     }
 
     /// `[source]`: spec, size, format, rate.

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod detect;
+pub mod events;
 pub mod fidelity;
 pub mod files;
 pub mod frame;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::events::EventRecord;
 use crate::frame::monotonic_now;
 use crate::geom::BBox;
 use crate::logging::RateLimit;
@@ -81,6 +82,9 @@ pub struct TrackOut {
     /// The frame the latest detection matched to this track ran on: the age of the evidence
     /// behind the box is `seq − detected_seq` frames.
     pub detected_seq: u64,
+    /// The event this track carries (`[events]`), if it is one; left out when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<u64>,
 }
 
 /// One processed frame, as written to the tracks file.
@@ -116,6 +120,7 @@ pub fn track_out(
         object: DetectionOut::of_track(class_id, score, bbox),
         detected,
         detected_seq,
+        event: None,
     }
 }
 
@@ -137,6 +142,36 @@ pub fn log_track_end(t: &TrackOut, frames: u64) {
         LOOKOUT_EVENT = "track_end", TRACK_ID = t.id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), TRACK_FRAMES = frames;
         "track {} ended: {} after {} frame(s), last at [{}]", t.id, o.label, frames, bx
     );
+}
+
+/// Logs an event's start, update or end as a journal entry: `LOOKOUT_EVENT` is
+/// `event_start`, `event_update` or `event_end`, with `EVENT_ID`, `TRACK_ID`, `LABEL`,
+/// `SCORE` (the best detection score), `BOX` (the latest box), `ZONES` (comma-separated,
+/// empty when none) and, at the end, `EVENT_SECONDS`.
+pub fn log_event(r: &EventRecord) {
+    let (kind, e) = match r {
+        EventRecord::Start(e) => ("event_start", e),
+        EventRecord::Update(e) => ("event_update", e),
+        EventRecord::End(e) => ("event_end", e),
+    };
+    let o = DetectionOut::of_track(e.class_id, e.score, &e.bbox);
+    let bx = journal_box(&o);
+    let zones = e.zones.join(",");
+    let where_ = if zones.is_empty() {
+        String::new()
+    } else {
+        format!(" in {zones}")
+    };
+    match r {
+        EventRecord::End(_) => log::info!(
+            LOOKOUT_EVENT = kind, EVENT_ID = e.id, TRACK_ID = e.track_id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), ZONES = zones.as_str(), EVENT_SECONDS = format!("{:.1}", e.seconds).as_str();
+            "event {} ended: {} after {:.1} s, best {:.2}, last at [{}]{where_}", e.id, o.label, e.seconds, o.score, bx
+        ),
+        _ => log::info!(
+            LOOKOUT_EVENT = kind, EVENT_ID = e.id, TRACK_ID = e.track_id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), ZONES = zones.as_str();
+            "event {} {}: {} {:.2} at [{}]{where_} (track {})", e.id, if kind == "event_start" { "started" } else { "updated" }, o.label, o.score, bx, e.track_id
+        ),
+    }
 }
 
 /// The journal's `BOX` field: `x0,y0,x1,y1` in whole pixels.

@@ -295,6 +295,8 @@ pub enum JournalField {
     TracksLinesLost(u64),
     /// `TRACKS`: confirmed tracks now (stats) or tracks seen (summary).
     Tracks(u64),
+    /// `EVENTS`: events started (summary).
+    Events(u64),
     /// `FRAMES`: frames processed by the run.
     Frames(u64),
 }
@@ -320,6 +322,7 @@ impl JournalField {
             JournalField::DetectIdle(_) => "DETECT_IDLE",
             JournalField::TracksLinesLost(_) => "TRACKS_LINES_LOST",
             JournalField::Tracks(_) => "TRACKS",
+            JournalField::Events(_) => "EVENTS",
             JournalField::Frames(_) => "FRAMES",
         }
     }
@@ -345,6 +348,7 @@ impl JournalField {
             | JournalField::DetectIdle(n)
             | JournalField::TracksLinesLost(n)
             | JournalField::Tracks(n)
+            | JournalField::Events(n)
             | JournalField::Frames(n) => Value::from(n),
         }
     }

@@ -14,7 +14,7 @@ use lookout::bench::report::{
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
     InferenceTiming, KeepUp, Limit, MissCauses, ModelCheck, ModelFigures, OpTiming, Percentiles,
     PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
-    ThermalFigures, ThreadFigures, SCHEMA_ID,
+    ThermalFigures, ThreadFigures, TruthScores, SCHEMA_ID,
 };
 use lookout::bench::Sweep;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -166,6 +166,26 @@ fn fidelity(full: bool) -> FidelityReport {
         },
         cpu_ms_per_frame: 12.5,
         cpu_vs_n1: 0.5,
+        events: 3,
+        truth: some(
+            full,
+            TruthScores {
+                objects: 12,
+                events: 13,
+                events_per_object: 1.1,
+                events_per_object_max: 2,
+                false_events: 1,
+                false_event_share: 0.077,
+                objects_to_find: 11,
+                missed: 1,
+                missed_share: 0.091,
+                time_to_event_p50_s: some(full, 0.5),
+                time_to_event_p90_s: some(full, 1.5),
+                recall: 0.8,
+                precision: 0.9,
+                idf1: 0.7,
+            },
+        ),
     };
     FidelityReport {
         source: "demo".into(),
@@ -178,6 +198,7 @@ fn fidelity(full: bool) -> FidelityReport {
         gray_ms: 1.5,
         record_s: 2.5,
         idle_detect_interval_s: 10.5,
+        truth_file: some(full, "tests/data/truth/vtest-640x480-10fps.gt.txt".into()),
         rows: many(full, row),
     }
 }

@@ -87,7 +87,21 @@ fn detector(model: ModelSource, size: u32) -> Detector {
 
 /// Detections of one model on every image, through lookout's letterbox preprocessing: the
 /// pipeline's fused frame → tensor path for clip frames, the `detect` command's for photos.
+/// The images are split over the machine's cores (the model itself runs on one thread).
 fn run(det: &Detector, imgs: &[Image]) -> Vec<Vec<Detection>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = imgs.len().div_ceil(cores).max(1);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = imgs
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || run_part(det, part)))
+            .collect();
+        parts.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// [`run`] on one thread.
+fn run_part(det: &Detector, imgs: &[Image]) -> Vec<Vec<Detection>> {
     let (iw, ih) = (det.info().input_w, det.info().input_h);
     let mut t = vec![0.0f32; det.input_len()];
     let mut scratch = Scratch::default();

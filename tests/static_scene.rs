@@ -94,7 +94,7 @@ fn still_scene_runs_the_model_only_on_the_heartbeat_and_a_newcomer_at_once() {
     let _ = std::fs::remove_file(&path);
     assert_eq!(rec.frames.len(), 11 * FPS as usize);
     let plan = PlannerConfig::new(ScheduleKind::Adaptive, 5, Duration::from_secs(4));
-    let run = replay::simulate(&rec, &cfg.tracker, plan).unwrap();
+    let run = replay::simulate(&rec, &cfg.tracker, &cfg.event_rules().unwrap(), plan).unwrap();
     let asked: Vec<usize> = run.asked.iter().map(|(k, _)| *k).collect();
     // The photo holds a person the model finds: a still, tracked object. The heartbeat then
     // comes every max_age_frames / 2 = 30 frames (the 4 s idle interval is longer), so the

@@ -10,18 +10,23 @@ use super::figures::round;
 use super::report::{DetectCauses, FidelityReport, FidelityRow, MissCauses};
 use crate::config::Config;
 use crate::detect::Detector;
+use crate::events::Rules;
 use crate::fidelity::replay::{self, CauseCounts, Recording, SweepRow};
+use crate::fidelity::truth::Truth;
 
 /// Replays every schedule of [`replay::standard_plans`] (adaptive: `cfg`'s `detect_every` and
-/// `idle_detect_interval`) on `rec` with `cfg`'s tracker, and gathers the report.
+/// `idle_detect_interval`) on `rec` with `cfg`'s tracker and the event `rules`, scores each
+/// against `truth` when given, and gathers the report.
 pub fn fidelity_report(
     cfg: &Config,
     rec: &Recording,
     record_time: Duration,
+    rules: &Rules,
+    truth: Option<&Truth>,
 ) -> Result<FidelityReport, crate::track::TrackConfigError> {
     let idle = Duration::from_secs_f64(cfg.pipeline.idle_detect_interval);
     let plans = replay::standard_plans(cfg.pipeline.detect_every, idle);
-    let rows = replay::sweep(rec, &cfg.tracker, &plans)?;
+    let rows = replay::sweep(rec, &cfg.tracker, rules, &plans, truth)?;
     let base = rows
         .first()
         .map(|r| r.cpu_ms_per_frame)
@@ -39,6 +44,7 @@ pub fn fidelity_report(
         gray_ms: round(rec.gray_time.as_secs_f64() * 1e3 / frames.max(1) as f64, 3),
         record_s: round(record_time.as_secs_f64(), 2),
         idle_detect_interval_s: cfg.pipeline.idle_detect_interval,
+        truth_file: None,
         rows: rows.iter().map(|r| row(r, base)).collect(),
     })
 }
@@ -122,6 +128,8 @@ fn row(r: &SweepRow, base_cpu: f64) -> FidelityRow {
         misses: misses(&r.misses),
         cpu_ms_per_frame: round(r.cpu_ms_per_frame, 3),
         cpu_vs_n1: round(r.cpu_ms_per_frame / base_cpu, 3),
+        events: r.events,
+        truth: r.truth.clone(),
     }
 }
 

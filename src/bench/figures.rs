@@ -399,6 +399,7 @@ mod tests {
             source_fps: Some(10.0),
             tracks_started: 0,
             tracks_ended: 0,
+            events_started: 0,
             cpu_time,
             end: EndReason::Limit,
             core_map: CoreMap::default(),

@@ -112,6 +112,8 @@ pub struct BenchSettings {
     /// Time only the model on the golden photos (no pipeline), this many runs per photo: the
     /// mode `scripts/peer_compare.py` uses to compare with onnxruntime.
     pub inference_only: Option<usize>,
+    /// `--sweep fidelity`: the ground truth of the source (MOT format) to score against.
+    pub truth: Option<PathBuf>,
     /// Set (by SIGINT/SIGTERM) to end the benchmark early: the run under way ends within a
     /// second and the report covers what ran until then.
     pub stop: Arc<AtomicBool>,
@@ -133,6 +135,9 @@ pub enum BenchError {
     /// `--sweep fidelity`: the source could not be recorded (opened, read, converted).
     #[error("--sweep fidelity: {0}")]
     Record(#[from] crate::fidelity::replay::RecordError),
+    /// `--truth FILE` cannot be read or is not a MOT-format ground truth.
+    #[error("--truth: {0}")]
+    Truth(#[from] crate::fidelity::truth::TruthError),
 }
 
 /// Progress callbacks (the CLI draws a spinner; tests and JSON runs ignore them).
@@ -292,7 +297,12 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
                 Some(Limit::Frames(n)) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
                 _ => None,
             };
-            let report = bench.fidelity(&base, max_frames)?;
+            let truth = match &s.truth {
+                Some(p) => Some(crate::fidelity::truth::Truth::load(p)?),
+                None => None,
+            };
+            let mut report = bench.fidelity(&base, max_frames, truth.as_ref())?;
+            report.truth_file = s.truth.as_ref().map(|p| p.display().to_string());
             limit = Limit::Frames(report.frames);
             let fps = report.source_fps;
             fidelity = Some(report);
@@ -382,6 +392,7 @@ impl Bench<'_> {
         &mut self,
         base: &Config,
         max_frames: Option<usize>,
+        truth: Option<&crate::fidelity::truth::Truth>,
     ) -> Result<FidelityReport, BenchError> {
         self.progress.phase("loading the model");
         let det = Detector::load(&base.detector()).map_err(PipelineError::from)?;
@@ -401,7 +412,8 @@ impl Bench<'_> {
             replay::FIXED_INTERVALS.len() + 1,
             rec.frames.len()
         ));
-        let report = fidelity::fidelity_report(base, &rec, record_time)
+        let rules = base.event_rules()?;
+        let report = fidelity::fidelity_report(base, &rec, record_time, &rules, truth)
             .map_err(|e| BenchError::Usage(format!("[tracker] settings: {e}")))?;
         self.progress.finish();
         Ok(report)

@@ -451,6 +451,9 @@ pub struct PlainDetection {
 
 // ───────────────────────────── tracking fidelity ─────────────────────────────
 
+/// A fidelity row's scores against hand-checked ground truth (serialized as is).
+pub use crate::fidelity::truth::TruthScores;
+
 /// `--sweep fidelity`: the model ran once on every frame of the source (the *reference*: the
 /// every-frame detections); each schedule was then replayed in *lockstep* (every frame tracked,
 /// every detection it asks for applied before the next frame) from that recording.
@@ -476,6 +479,8 @@ pub struct FidelityReport {
     pub record_s: f64,
     /// The adaptive schedule's heartbeat while nothing is tracked or moving, s.
     pub idle_detect_interval_s: f64,
+    /// The ground truth the rows' `truth` scores are against (`--truth`), if any.
+    pub truth_file: Option<String>,
     /// One row per schedule: fixed N = 1, 2, 3, 5, 10, then adaptive.
     pub rows: Vec<FidelityRow>,
 }
@@ -514,6 +519,10 @@ pub struct FidelityRow {
     pub cpu_ms_per_frame: f64,
     /// `cpu_ms_per_frame` ÷ that of N = 1.
     pub cpu_vs_n1: f64,
+    /// Events started (tracks that became events by the `[events]` rules).
+    pub events: u64,
+    /// Scores against the ground truth (`--truth`); `null` without one.
+    pub truth: Option<TruthScores>,
 }
 
 /// Uncovered reference detections of a fidelity row, by what the schedule's last detection at

@@ -86,6 +86,12 @@ pub struct BenchArgs {
     /// records one run: not with --sweep.
     #[arg(long, value_name = "FILE", conflicts_with = "sweep")]
     pub tracks_out: Option<PathBuf>,
+    /// With `--sweep fidelity`: score every schedule against this hand-checked ground truth of
+    /// the source (MOT format, `frame,id,x,y,w,h,conf,class,visibility`; see
+    /// tests/data/truth/README.md): events per true object, false events, missed objects,
+    /// time to event, box recall/precision and IDF1.
+    #[arg(long, value_name = "FILE", requires = "sweep")]
+    pub truth: Option<PathBuf>,
     /// Threads for the model's matrix products (overrides `model.threads`).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -148,6 +154,7 @@ impl BenchArgs {
             tracks_out: self.tracks_out.clone(),
             threads: self.threads,
             inference_only: self.inference_only,
+            truth: self.truth.clone(),
             stop: Default::default(),
         }
     }

@@ -231,12 +231,13 @@ fn log_summary(s: &Summary, frames: u64) {
             F::FramesDropped(s.total.dropped),
             F::FramesCorrupt(s.total.corrupt),
             F::Tracks(s.tracks_started),
+            F::Events(s.events_started),
             F::TracksLinesLost(s.total.tracks_lines_lost),
             F::Frames(frames),
         ],
         format_args!(
-            "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} track(s) seen{}{}",
-            r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.tracks_started,
+            "summary ({how}): {frames} frames at {:.1} fps, {} detections (model {:.1} ms p50 / {:.1} ms p95), tracking {:.2} ms/frame, frame age {:.0} ms p50, {} dropped, {} event(s) from {} track(s){}{}",
+            r.fps, s.total.detections, r.model_time_ms, r.model_time_p95_ms, r.track_time_ms, r.frame_age_ms, s.total.dropped, s.events_started, s.tracks_started,
             match s.total.corrupt {
                 0 => String::new(),
                 n => format!(", {n} damaged frame(s) skipped"),

@@ -5,6 +5,7 @@
 //! from one recording of the model's detections.
 
 pub mod replay;
+pub mod truth;
 
 use std::collections::HashMap;
 

@@ -14,15 +14,17 @@ use std::io::{self, BufRead as _, Read as _, Write as _};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::truth::{Truth, TruthScores};
 use crate::config::Config;
 use crate::detect::{DetectError, Detector};
+use crate::events::{Events, Rules};
 use crate::fidelity::LabelledBox;
 use crate::frame::GrayImage;
 use crate::geom::BBox;
 use crate::preprocess::{self, Scratch};
 use crate::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use crate::source::{self, Pacing, SourceOptions};
-use crate::track::{TrackConfigError, Tracker, TrackerConfig};
+use crate::track::{Track, TrackConfigError, TrackEvent, Tracker, TrackerConfig};
 use crate::vocab::{Detection, DetectionRound};
 
 /// One frame of a [`Recording`].
@@ -380,21 +382,27 @@ pub struct SimRun {
     pub rounds: Vec<Option<super::Round>>,
     /// Tracker steps, detection matching and scheduling decisions, summed (this thread).
     pub track_time: Duration,
+    /// The events in view on every frame (`id` = the event id), by the `[events]` rules.
+    pub events: Vec<Vec<LabelledBox>>,
+    /// Events started.
+    pub events_started: u64,
 }
 
-/// Replays `rec` in lockstep with a tracker of `tracker` settings and a planner of `plan`.
+/// Replays `rec` in lockstep with a tracker of `tracker` settings, the event rules `rules`
+/// and a planner of `plan`.
 pub fn simulate(
     rec: &Recording,
     tracker: &TrackerConfig,
+    rules: &Rules,
     plan: PlannerConfig,
 ) -> Result<SimRun, TrackConfigError> {
     let mut t = Tracker::new(tracker.clone())?;
+    let mut events = Events::new(rules.clone());
     let mut planner = Planner::new(plan);
     let mut run = SimRun::default();
     for (k, f) in rec.frames.iter().enumerate() {
         let t0 = Instant::now();
         t.step(f.seq, &f.gray);
-        t.drain_events();
         if let Some(cause) = planner.decide(&f.gray, &t, f.at) {
             planner.handed_out(cause, f.at);
             let mut round = f.round.clone();
@@ -409,6 +417,16 @@ pub fn simulate(
                 weak: round.weak.iter().map(labelled).collect(),
             }));
         }
+        let ended: Vec<Track> = t
+            .drain_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                TrackEvent::Ended(tr) => Some(tr),
+                TrackEvent::Started(_) => None,
+            })
+            .collect();
+        events.update(f.seq, f.at, rec.frame_size, t.confirmed(), &ended);
+        events.drain();
         run.track_time += t0.elapsed();
         run.tracks.push(
             t.tracks()
@@ -419,7 +437,18 @@ pub fn simulate(
                 })
                 .collect(),
         );
+        run.events.push(
+            events
+                .in_view()
+                .map(|e| LabelledBox {
+                    id: e.id,
+                    class_id: e.class_id,
+                    bbox: e.bbox,
+                })
+                .collect(),
+        );
     }
+    run.events_started = events.started();
     Ok(run)
 }
 
@@ -459,14 +488,21 @@ pub struct SweepRow {
     /// Estimated CPU per frame, ms: the gray plane and the tracker's work as measured in the
     /// replay, plus the recording's mean detection time × detections per frame.
     pub cpu_ms_per_frame: f64,
+    /// Events started.
+    pub events: u64,
+    /// Scores against the ground truth, when there is one.
+    pub truth: Option<TruthScores>,
 }
 
-/// Scores each of `plans` on `rec` against the reference of every-frame detections; id
-/// switches count against the tracks of the first plan (make it fixed N = 1).
+/// Scores each of `plans` on `rec` against the reference of every-frame detections (id
+/// switches count against the tracks of the first plan: make it fixed N = 1), and against
+/// `truth` when given.
 pub fn sweep(
     rec: &Recording,
     tracker: &TrackerConfig,
+    rules: &Rules,
     plans: &[PlannerConfig],
+    truth: Option<&Truth>,
 ) -> Result<Vec<SweepRow>, TrackConfigError> {
     let reference = rec.reference();
     let frames = rec.frames.len().max(1) as f64;
@@ -474,7 +510,7 @@ pub fn sweep(
     let mut gt: Option<Vec<Vec<LabelledBox>>> = None;
     let mut rows = Vec::with_capacity(plans.len());
     for plan in plans {
-        let run = simulate(rec, tracker, *plan)?;
+        let run = simulate(rec, tracker, rules, *plan)?;
         let gt_tracks = gt.get_or_insert_with(|| run.tracks.clone());
         let fidelity = super::evaluate(&reference, gt_tracks, &run.tracks);
         let misses = super::explain_misses(&reference, &run.tracks, &run.rounds);
@@ -489,6 +525,8 @@ pub fn sweep(
             cpu_ms_per_frame: gray_ms
                 + run.track_time.as_secs_f64() * 1e3 / frames
                 + per_frame * rec.detect_ms(),
+            events: run.events_started,
+            truth: truth.map(|t| super::truth::score(t, &run.tracks, &run.events, rec.fps)),
         });
     }
     Ok(rows)

@@ -14,6 +14,9 @@ pub enum PipelineError {
     /// The tracker configuration is invalid.
     #[error("tracker: {0}")]
     Tracker(String),
+    /// The event rules (`[events]`, `[zones]`) are invalid.
+    #[error("{0}")]
+    Events(String),
     /// The tracks file cannot be written.
     #[error(transparent)]
     Output(#[from] output::TracksFileError),

@@ -129,6 +129,7 @@ pub fn run_with(
         source_fps,
         tracks_started: outcome.tracks_started,
         tracks_ended: outcome.tracks_ended,
+        events_started: outcome.events_started,
         cpu_time,
         end: outcome.end,
         core_map: parts.core_map.clone(),
@@ -178,6 +179,7 @@ fn run_capture_and_tracker(
     let Parts {
         source,
         tracker,
+        events,
         core_map,
         ..
     } = parts;
@@ -213,7 +215,7 @@ fn run_capture_and_tracker(
             .name("lookout-track".into())
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
-                let r = panics::guard(|| track_loop(cfg, opts, &h, tracker, writer))
+                let r = panics::guard(|| track_loop(cfg, opts, &h, tracker, events, writer))
                     .unwrap_or_else(|p| {
                         panics::stop_everything(&h, p.clone());
                         Err(PipelineError::Panicked(p))
@@ -358,6 +360,7 @@ mod tests {
                 back: back.clone(),
             }),
             tracker: Tracker::new(c.tracker.clone()).unwrap(),
+            events: crate::events::Events::new(c.event_rules().unwrap()),
             core_map,
             tracks: None,
         };

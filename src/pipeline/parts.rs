@@ -8,6 +8,7 @@ use super::cores::{pin, CoreMap};
 use super::error::PipelineError;
 use crate::config::Config;
 use crate::detect::Detector;
+use crate::events::Events;
 use crate::output::TracksWriter;
 use crate::source::{self, FrameSource, Pacing, SourceOptions};
 use crate::sysinfo;
@@ -43,6 +44,9 @@ pub struct Parts {
     pub source: Box<dyn FrameSource + Send>,
     /// The tracker and its tracks.
     pub tracker: Tracker,
+    /// Which tracks are events, and the events under way (kept with the tracker: a reload
+    /// that keeps the tracks keeps their events).
+    pub events: Events,
     /// Thread → core map.
     pub core_map: CoreMap,
     /// The tracks file of the last run, kept open so the next run (after a reload) appends
@@ -74,10 +78,15 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
     let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
     let tracker =
         Tracker::new(cfg.tracker.clone()).map_err(|e| PipelineError::Tracker(e.to_string()))?;
+    let events = Events::new(
+        cfg.event_rules()
+            .map_err(|e| PipelineError::Events(e.to_string()))?,
+    );
     Ok(Parts {
         detector,
         source,
         tracker,
+        events,
         core_map,
         tracks: None,
     })
@@ -92,6 +101,8 @@ pub enum Part {
     Source,
     /// The tracker (its tracks start over).
     Tracker,
+    /// The event rules (`[events]`, `[zones]`): the events under way end.
+    Events,
     /// Settings read at the start of each run (`[pipeline]`, `[output]`): nothing to rebuild.
     Settings,
 }
@@ -103,6 +114,7 @@ impl Part {
             Part::Model => "model",
             Part::Source => "source",
             Part::Tracker => "tracker",
+            Part::Events => "events",
             Part::Settings => "pipeline/output",
         }
     }
@@ -175,16 +187,32 @@ impl Parts {
                 Err(e) => done.kept.push((Part::Source, e.into())),
             }
         }
+        let mut tracks_restarted = false;
         if how.restart || new.tracker != old.tracker {
             match Tracker::new(new.tracker.clone()) {
                 Ok(t) => {
                     self.tracker = t;
+                    tracks_restarted = true;
                     done.changed.push(Part::Tracker);
                 }
                 Err(e) => done
                     .kept
                     .push((Part::Tracker, PipelineError::Tracker(e.to_string()))),
             }
+        }
+        if new.events != old.events || new.zones != old.zones {
+            match new.event_rules() {
+                Ok(rules) => {
+                    self.events.reconfigure(rules);
+                    done.changed.push(Part::Events);
+                }
+                Err(e) => done
+                    .kept
+                    .push((Part::Events, PipelineError::Events(e.to_string()))),
+            }
+        } else if tracks_restarted {
+            // The tracks the events followed are gone.
+            self.events.finish();
         }
         if new.pipeline != old.pipeline || new.output != old.output {
             done.changed.push(Part::Settings);

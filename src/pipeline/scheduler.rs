@@ -40,6 +40,7 @@ use super::hub::{DetResult, DetectorSlot, Shared};
 use super::options::{RunOptions, Schedule};
 use super::summary::EndReason;
 use crate::config::Config;
+use crate::events::{EventRecord, Events};
 use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::logging::RateLimit;
 use crate::output::{self, FrameOut, TracksWriter};
@@ -110,6 +111,8 @@ pub(super) struct RunOutcome {
     pub(super) tracks_started: u64,
     /// Tracks ended during the run.
     pub(super) tracks_ended: u64,
+    /// Events started during the run.
+    pub(super) events_started: u64,
     /// Confirmed tracks at the end.
     pub(super) tracks_now: usize,
 }
@@ -134,6 +137,7 @@ pub(super) struct Scheduler<'a> {
     // ── collaborators ──
     tracker: &'a mut Tracker,
     writer: Option<&'a mut TracksWriter>,
+    events: Option<&'a mut Events>,
     supervisor: Option<&'a dyn Supervisor>,
     clock: &'a dyn Clock,
     gray: GrayImage,
@@ -145,6 +149,9 @@ pub(super) struct Scheduler<'a> {
     run_start: Duration,
     tracks_started: u64,
     tracks_ended: u64,
+    events_started: u64,
+    /// The latest frame's size in pixels (where zones and masks lie).
+    frame_size: (u32, u32),
     /// When to detect (starts by asking on the first frame).
     planner: Planner,
     /// Lockstep: the frame whose detection the tracker awaits before taking another frame.
@@ -185,6 +192,7 @@ impl<'a> Scheduler<'a> {
             opts,
             tracker,
             writer: None,
+            events: None,
             supervisor: opts.notifier.as_deref().map(|n| n as &dyn Supervisor),
             clock,
             gray: GrayImage::default(),
@@ -195,6 +203,8 @@ impl<'a> Scheduler<'a> {
             run_start: start,
             tracks_started: 0,
             tracks_ended: 0,
+            events_started: 0,
+            frame_size: (0, 0),
             planner: Planner::new(plan),
             waiting_for: None,
             pending: None,
@@ -209,6 +219,12 @@ impl<'a> Scheduler<'a> {
     /// Publishes every processed frame's tracks to `writer`.
     pub(super) fn with_writer(mut self, writer: Option<&'a mut TracksWriter>) -> Self {
         self.writer = writer;
+        self
+    }
+
+    /// Decides which tracks are events, by `events`' rules, and logs their records.
+    pub(super) fn with_events(mut self, events: &'a mut Events) -> Self {
+        self.events = Some(events);
         self
     }
 
@@ -318,6 +334,7 @@ impl<'a> Scheduler<'a> {
             self.publish(seq, captured_at);
         }
         self.step_tracker(&frame);
+        self.frame_size = (frame.width, frame.height);
         self.pending = Some((frame.seq, frame.captured_at));
         let Some(cause) = self
             .planner
@@ -400,6 +417,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn track_events(&mut self) {
+        let mut ended = Vec::new();
         for ev in self.tracker.drain_events() {
             match ev {
                 TrackEvent::Started(t) => {
@@ -428,7 +446,30 @@ impl<'a> Scheduler<'a> {
                         );
                         output::log_track_end(&o, t.age_frames);
                     }
+                    ended.push(t);
                 }
+            }
+        }
+        let Some(events) = self.events.as_deref_mut() else {
+            return;
+        };
+        if let Some((seq, at)) = self.pending {
+            events.update(seq, at, self.frame_size, self.tracker.confirmed(), &ended);
+        }
+        self.log_event_records();
+    }
+
+    /// Logs what happened to events since the last look, and counts the starts.
+    fn log_event_records(&mut self) {
+        let Some(events) = self.events.as_deref_mut() else {
+            return;
+        };
+        for r in events.drain() {
+            if let EventRecord::Start(_) = r {
+                self.events_started += 1;
+            }
+            if self.opts.log_events {
+                output::log_event(&r);
             }
         }
     }
@@ -463,6 +504,14 @@ impl<'a> Scheduler<'a> {
             w.flush();
         }
         self.count_lost_lines();
+        // A reload keeps the tracks, and with them the events under way; any other end ends
+        // them.
+        if end != EndReason::Reload {
+            if let Some(events) = self.events.as_deref_mut() {
+                events.finish();
+            }
+        }
+        self.log_event_records();
         self.window.elapsed = self.clock.now().saturating_sub(self.window_start);
         self.total.merge(&self.window);
         RunOutcome {
@@ -470,6 +519,7 @@ impl<'a> Scheduler<'a> {
             end,
             tracks_started: self.tracks_started,
             tracks_ended: self.tracks_ended,
+            events_started: self.events_started,
             tracks_now: self.tracker.tracks().count(),
         }
     }
@@ -487,18 +537,21 @@ impl<'a> Scheduler<'a> {
     /// counted by the writer, and the run goes on).
     fn publish(&mut self, seq: u64, captured_at: Duration) {
         if let Some(w) = self.writer.as_deref_mut() {
+            let events = self.events.as_deref();
             let tracks = self
                 .tracker
                 .tracks()
                 .map(|t| {
-                    output::track_out(
+                    let mut o = output::track_out(
                         t.id,
                         t.class_id,
                         t.score,
                         &t.bbox,
                         t.detected && t.seq == seq,
                         t.detected_seq,
-                    )
+                    );
+                    o.event = events.and_then(|e| e.event_of(t.id));
+                    o
                 })
                 .collect();
             w.write(&FrameOut {

@@ -37,6 +37,8 @@ pub struct Summary {
     pub tracks_started: u64,
     /// Track end events.
     pub tracks_ended: u64,
+    /// Events started (tracks that were true positives by the `[events]` rules).
+    pub events_started: u64,
     /// Process CPU time spent during the run.
     pub cpu_time: Duration,
     /// Why it ended.

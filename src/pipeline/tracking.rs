@@ -9,6 +9,7 @@ use super::options::RunOptions;
 use super::panics;
 use super::scheduler::{MonotonicClock, RunOutcome, Scheduler};
 use crate::config::Config;
+use crate::events::Events;
 use crate::output::TracksWriter;
 use crate::track::Tracker;
 
@@ -23,9 +24,12 @@ pub(super) fn track_loop(
     opts: &RunOptions,
     hub: &Hub,
     tracker: &mut Tracker,
+    events: &mut Events,
     writer: Option<&mut TracksWriter>,
 ) -> Result<RunOutcome, PipelineError> {
-    let mut s = Scheduler::new(cfg, opts, tracker, &MonotonicClock).with_writer(writer);
+    let mut s = Scheduler::new(cfg, opts, tracker, &MonotonicClock)
+        .with_writer(writer)
+        .with_events(events);
     loop {
         let mut g = hub.lock();
         while !s.should_wake(&g) {

@@ -267,6 +267,11 @@ impl Tracker {
         self.output.iter()
     }
 
+    /// Confirmed tracks, by id, as a slice.
+    pub fn confirmed(&self) -> &[Track] {
+        &self.output
+    }
+
     /// True when a fresh detection would help now: a track's visual update failed on the
     /// latest frame, or a tentative track waits for confirmation.
     pub fn needs_detection(&self) -> bool {
