@@ -83,7 +83,7 @@ fn read_entries(
 }
 
 #[test]
-fn stats_and_track_events_carry_their_fields() {
+fn stats_track_and_event_records_carry_their_fields() {
     let dir = std::env::temp_dir().join(format!("lookout-journal-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = write_config(&dir, true);
@@ -131,6 +131,7 @@ fn stats_and_track_events_carry_their_fields() {
             && count("stats", Some("MODEL_TIME_MS")) > 0
             && count("track_start", None) > 0
             && count("track_end", None) > 0
+            && count("event_start", None) > 0
         {
             break;
         }
@@ -215,9 +216,48 @@ fn stats_and_track_events_carry_their_fields() {
             assert_eq!(bx.split(',').count(), 4, "BOX={bx}");
         }
     }
-    assert!(entries
+    // Events: a start for an object worth telling about (a default label), and its end at the
+    // latest when the run stops; an event's id is the same in its start and its end.
+    let events_of = |kind: &str| -> Vec<_> {
+        entries
+            .iter()
+            .filter(|e| event(e).as_deref() == Some(kind))
+            .collect()
+    };
+    let (starts, ends) = (events_of("event_start"), events_of("event_end"));
+    assert!(
+        !starts.is_empty() && !ends.is_empty(),
+        "event_start {} event_end {}",
+        starts.len(),
+        ends.len()
+    );
+    for e in starts.iter().chain(&ends) {
+        for f in ["EVENT_ID", "TRACK_ID", "LABEL", "SCORE", "BOX", "ZONES"] {
+            assert!(e.contains_key(f), "event lacks {f}: {e:?}");
+        }
+        let label = e["LABEL"].as_str().unwrap();
+        assert!(
+            lookout::events::DEFAULT_LABELS.contains(&label),
+            "event of a {label}"
+        );
+        let score: f64 = e["SCORE"].as_str().unwrap().parse().unwrap();
+        assert!(score >= 0.5, "event SCORE {score}");
+    }
+    for e in &ends {
+        let secs: f64 = e["EVENT_SECONDS"].as_str().unwrap().parse().unwrap();
+        assert!(secs >= 0.0);
+        let id = e["EVENT_ID"].as_str().unwrap();
+        assert!(
+            starts.iter().any(|s| s["EVENT_ID"].as_str() == Some(id)),
+            "event_end of event {id} without its start"
+        );
+    }
+    let summary = entries
         .iter()
-        .any(|e| event(e).as_deref() == Some("summary")));
+        .find(|e| event(e).as_deref() == Some("summary"))
+        .expect("a summary");
+    let n_events: usize = summary["EVENTS"].as_str().unwrap().parse().unwrap();
+    assert_eq!(n_events, starts.len(), "EVENTS in the summary");
     let _ = std::fs::remove_dir_all(dir);
 }
 

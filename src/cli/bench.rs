@@ -517,7 +517,56 @@ pub fn render_fidelity(f: &bench::FidelityReport) -> String {
     );
     o.push('\n');
     render_misses(&mut o, f);
+    render_truth(&mut o, f);
     o
+}
+
+/// The rows' events, and their scores against the ground truth of `--truth`.
+fn render_truth(o: &mut String, f: &bench::FidelityReport) {
+    let Some(file) = &f.truth_file else {
+        let events: Vec<String> = f
+            .rows
+            .iter()
+            .map(|r| format!("{} {}", schedule_name(r), r.events))
+            .collect();
+        let _ = writeln!(
+            o,
+            "\nevents started: {} (score them against a ground truth with --truth FILE)",
+            events.join(", ")
+        );
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\nagainst the ground truth {file}: an event is about the true object its box was on most often (IoU ≥ 0.3); missed = an object seen ≥ 2 s and ≥ 20 px tall that no event's box was ever on."
+    );
+    let _ = writeln!(
+        o,
+        "\n| schedule | true objects | events | events per object (max) | false events | missed | time to event p50 / p90 | box recall / precision | IDF1 |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
+    let secs = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} s"));
+    for r in &f.rows {
+        let Some(t) = &r.truth else { continue };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {:.2} ({}) | {} ({:.1} %) | {} of {} | {} / {} | {:.2} / {:.2} | {:.2} |",
+            schedule_name(r),
+            t.objects,
+            t.events,
+            t.events_per_object,
+            t.events_per_object_max,
+            t.false_events,
+            100.0 * t.false_event_share,
+            t.missed,
+            t.objects_to_find,
+            secs(t.time_to_event_p50_s),
+            secs(t.time_to_event_p90_s),
+            t.recall,
+            t.precision,
+            t.idf1
+        );
+    }
 }
 
 /// A fidelity row's schedule as the tables name it: `N = 5`, `adaptive (≤ 5)`.

@@ -26,11 +26,16 @@ use crate::vocab::labels;
 
 /// The scores kept per track for the median (the latest ones).
 const SCORE_HISTORY: usize = 32;
-/// A track whose box covers this much of a live event's box (IoU) is that object again.
+/// A track whose box overlaps a live event's box this much (IoU), or lies this much inside
+/// it (its own area's share), is that object again.
 const DUPLICATE_IOU: f32 = 0.5;
+const DUPLICATE_INSIDE: f32 = 0.7;
 /// A lost event rejoins a new track whose centre is within this many of the lost box's
-/// heights (widths, horizontally) of where the lost track was heading.
+/// heights (widths, horizontally) of where the lost track was heading...
 const REJOIN_DISTANCE: f32 = 1.0;
+/// ... plus this many box heights per second it was lost (a walker covers about one body
+/// height a second, whatever the distance to the camera).
+const REJOIN_HEIGHTS_PER_SECOND: f32 = 1.2;
 /// ... and whose height is within this factor of the lost box's.
 const REJOIN_SIZE_RATIO: f32 = 2.0;
 /// The lost track's velocity is followed for at most this many frames (beyond, it is a guess).
@@ -221,7 +226,7 @@ impl Events {
             self.carry(id, t, seq, zones);
             return;
         }
-        if let Some(id) = self.rejoin(t, seq) {
+        if let Some(id) = self.rejoin(t, seq, at) {
             self.candidates[ci].event = Some(id);
             self.carry(id, t, seq, zones);
             return;
@@ -282,12 +287,12 @@ impl Events {
 
     /// A lost event that new track `t` continues: same kind of object, about the same size,
     /// near where the lost track was heading. The nearest one wins.
-    fn rejoin(&self, t: &Track, seq: u64) -> Option<u64> {
+    fn rejoin(&self, t: &Track, seq: u64, at: Duration) -> Option<u64> {
         let (cx, cy) = t.bbox.center();
         self.live
             .iter()
             .filter_map(|l| {
-                let (_, v) = l.lost?;
+                let (lost_at, v) = l.lost?;
                 let e = &l.event;
                 if !labels::confusable(e.class_id, t.class_id) {
                     return None;
@@ -299,8 +304,10 @@ impl Events {
                 let frames = (seq.saturating_sub(e.seq) as f32).min(REJOIN_PREDICT_FRAMES);
                 let (ex, ey) = e.bbox.center();
                 let (px, py) = (ex + v.0 * frames, ey + v.1 * frames);
-                let dx = (cx - px).abs() / e.bbox.width().max(1.0);
-                let dy = (cy - py).abs() / e.bbox.height().max(1.0);
+                let h = e.bbox.height().max(1.0);
+                let away = at.saturating_sub(lost_at).as_secs_f32() * REJOIN_HEIGHTS_PER_SECOND * h;
+                let dx = ((cx - px).abs() - away).max(0.0) / e.bbox.width().max(1.0);
+                let dy = ((cy - py).abs() - away).max(0.0) / h;
                 (dx <= REJOIN_DISTANCE && dy <= REJOIN_DISTANCE).then_some((dx.hypot(dy), e.id))
             })
             .min_by(|a, b| a.0.total_cmp(&b.0))
@@ -334,7 +341,8 @@ impl Events {
         self.live.iter().any(|l| {
             l.lost.is_none()
                 && labels::confusable(l.event.class_id, t.class_id)
-                && l.event.bbox.iou(&t.bbox) >= DUPLICATE_IOU
+                && (l.event.bbox.iou(&t.bbox) >= DUPLICATE_IOU
+                    || inside(&t.bbox, &l.event.bbox) >= DUPLICATE_INSIDE)
         })
     }
 
@@ -353,6 +361,13 @@ impl Events {
             }
         }
     }
+}
+
+/// The share of `a`'s area that lies inside `b`.
+fn inside(a: &BBox, b: &BBox) -> f32 {
+    let w = (a.x1.min(b.x1) - a.x0.max(b.x0)).max(0.0);
+    let h = (a.y1.min(b.y1) - a.y0.max(b.y0)).max(0.0);
+    w * h / a.area().max(1e-6)
 }
 
 /// The median of `v` (0 when empty).

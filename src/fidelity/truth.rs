@@ -153,7 +153,8 @@ pub struct TruthScores {
     pub objects: u64,
     /// Events started.
     pub events: u64,
-    /// Event ids per true object that got any, mean (1 = every object one event).
+    /// Events per true object that any event is about, mean (1 = every object one event). An
+    /// event is about the object its box was on most often.
     pub events_per_object: f64,
     /// The most event ids one true object got.
     pub events_per_object_max: u64,
@@ -164,12 +165,12 @@ pub struct TruthScores {
     pub false_event_share: f64,
     /// True objects scored for at least 2 s and at least 20 px tall: what must get an event.
     pub objects_to_find: u64,
-    /// Of those, the ones that never got an event.
+    /// Of those, the ones no event's box was ever on.
     pub missed: u64,
     /// `missed` ÷ `objects_to_find` (0 when there are none).
     pub missed_share: f64,
-    /// Seconds from an object's first scored frame to its first event, median (null when no
-    /// object got an event).
+    /// Seconds from an object's first scored frame to the first frame an event's box is on it,
+    /// median (null when no object got an event).
     pub time_to_event_p50_s: Option<f64>,
     /// The same, 90th percentile.
     pub time_to_event_p90_s: Option<f64>,
@@ -246,29 +247,38 @@ pub fn score(
             l.tallest = l.tallest.max(t.bbox.height());
         }
     }
-    // Events: which true object each event's box is about, frame by frame.
+    // Events: which true object each event's box is on, frame by frame (one event per object
+    // and frame, best overlaps first), and the object each event is about: the one it was on
+    // most often.
     let mut event_frames: HashMap<u64, (usize, usize)> = HashMap::new(); // id → (frames, on any truth)
-    let mut object_events: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut on_object: HashMap<(u64, u64), usize> = HashMap::new(); // (event, object) → frames
     let mut first_event: BTreeMap<u64, usize> = BTreeMap::new();
     for k in 0..frames {
         let tb = truth.at(k);
-        for e in events.get(k).map_or(&[][..], Vec::as_slice) {
-            let best = tb
-                .iter()
-                .filter(|t| labels::confusable(e.class_id, t.class_id))
-                .map(|t| (e.bbox.iou(&t.bbox), t))
-                .filter(|(iou, _)| *iou >= EVENT_IOU)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
-            let entry = event_frames.entry(e.id).or_default();
-            entry.0 += 1;
-            if let Some((_, t)) = best {
+        let ev = events.get(k).map_or(&[][..], Vec::as_slice);
+        for e in ev {
+            event_frames.entry(e.id).or_default().0 += 1;
+        }
+        for (i, j) in match_frame(ev, tb, EVENT_IOU) {
+            if let Some(entry) = event_frames.get_mut(&ev[i].id) {
                 entry.1 += 1;
-                if lives.contains_key(&t.id) {
-                    object_events.entry(t.id).or_default().insert(e.id);
-                    first_event.entry(t.id).or_insert(k);
-                }
+            }
+            if lives.contains_key(&tb[j].id) {
+                *on_object.entry((ev[i].id, tb[j].id)).or_default() += 1;
+                first_event.entry(tb[j].id).or_insert(k);
             }
         }
+    }
+    let mut about: HashMap<u64, (u64, usize)> = HashMap::new(); // event → (object, frames)
+    for (&(e, o), &n) in &on_object {
+        let best = about.entry(e).or_insert((o, n));
+        if n > best.1 || (n == best.1 && o < best.0) {
+            *best = (o, n);
+        }
+    }
+    let mut object_events: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for (&e, &(o, _)) in &about {
+        object_events.entry(o).or_default().insert(e);
     }
     let mut s = TruthScores {
         objects: lives.len() as u64,
@@ -284,7 +294,7 @@ pub fn score(
     for (id, l) in &lives {
         if l.scored_frames >= min_frames && l.tallest >= MISSED_MIN_HEIGHT {
             s.objects_to_find += 1;
-            if !object_events.contains_key(id) {
+            if !first_event.contains_key(id) {
                 s.missed += 1;
             }
         }
