@@ -6,7 +6,8 @@
 //! switches against the N = 1 tracks, detections and CPU per frame.
 //!
 //! `LOOKOUT_FIDELITY_CONFIG=FILE` evaluates other settings (e.g. a `[tracker]` table);
-//! `LOOKOUT_FIDELITY_SOURCE=SPEC` another recording.
+//! `LOOKOUT_FIDELITY_SOURCE=SPEC` another recording; `LOOKOUT_FIDELITY_TRUTH=FILE` scores every
+//! schedule against that ground truth too (events per object, false events, missed).
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Cost of the tracker: one `step` with 10 tracked objects on a 320×240 gray plane (the
 //! budget is 1 ms per frame), the same with no objects (pyramid only), and one late
 //! `apply_detections` associating 10 detections with 10 tracks, and the step plus the
-//! adaptive schedule's decision (motion grid) per frame.
+//! adaptive schedule's decision (motion grid) per frame, and the step plus the event rules.
 //!
 //! The scene: ten textured rectangles (24×40 gray px, person-sized at scale 2) over a noisy
 //! background, each moving back and forth at 1–2 px per frame. The motion is periodic, so a
@@ -11,6 +11,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use lookout::detect::BBox;
+use lookout::events::{Events, EventsConfig, Rules, ZonesConfig};
 use lookout::frame::GrayImage;
 use lookout::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
 use lookout::track::{Tracker, TrackerConfig};
@@ -169,6 +170,26 @@ fn bench_step(c: &mut Criterion) {
             let due = planner.decide(gray, &tracker, Duration::from_millis(100 * seq));
             seq += 1;
             due
+        })
+    });
+
+    // The event rules on top (defaults, one zone and one mask to test against): what the
+    // tracker thread does per frame besides the step (the budget of tracker + events is 1 ms).
+    let (mut tracker, mut seq) = warmed_up(&frames);
+    let cfg: EventsConfig = toml::from_str("masks = [[[0.0, 0.0], [1.0, 0.0], [1.0, 0.05]]]\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let zones: ZonesConfig =
+        toml::from_str("lawn = [[0.0, 0.5], [1.0, 0.5], [1.0, 1.0], [0.0, 1.0]]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+    let mut events = Events::new(Rules::new(&cfg, &zones).unwrap_or_else(|e| panic!("{e:?}")));
+    let size = ((W as f32 * SCALE) as u32, (H as f32 * SCALE) as u32);
+    c.bench_function("track_step_and_events_10_objects_320x240", |b| {
+        b.iter(|| {
+            tracker.step(seq, black_box(&frames[seq as usize % PERIOD]));
+            let at = Duration::from_millis(100 * seq);
+            events.update(seq, at, size, tracker.confirmed(), &[]);
+            seq += 1;
+            events.drain().len()
         })
     });
 
