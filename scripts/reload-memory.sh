@@ -4,18 +4,19 @@
 #   scripts/reload-memory.sh [RELOADS] [MODE]    (defaults: 1000 same)
 #
 #   MODE  same    the configuration file does not change ("nothing changed" reloads)
-#         models  each reload switches the model between models/nanodet-g-416-int8.onnx
-#                 and models/nanodet-g-320-int8.onnx (a new model loaded every time)
+#         models  each SIGHUP switches the file's model between models/nanodet-g-416-int8.onnx
+#                 and models/nanodet-g-320-int8.onnx (a reload that reads another model than
+#                 the running one loads it; SIGHUPs during a load make one reload)
 #
 #   env   LOOKOUT=path to a built lookout binary (default: `cargo build --release`, then
 #                 $CARGO_TARGET_DIR/release/lookout)
 #         RELOAD_INTERVAL=seconds between SIGHUPs (default 0.3)
-#         RELOAD_WARMUP=reloads before the first sample (default 100: more than one loop of the clip, whose pages are then all mapped in)
+#         RELOAD_WARMUP=reloads before the first sample (default 100)
 #
 # lookout runs as the systemd unit runs it (the MALLOC_* settings of its Environment=) on the
-# bundled clip, real time, looped, stats every second. After the warm-up reloads it samples
-# RssAnon and VmRSS of /proc/PID/status every 0.1 s for 5 s (the pipeline running, no reload
-# under way), sends RELOADS SIGHUPs one every RELOAD_INTERVAL, waits until the last reload is
+# bundled clip, real time, looped, stats every second. After one loop of the clip (25 s) and
+# the warm-up reloads it samples RssAnon and VmRSS of /proc/PID/status every 0.1 s for 5 s
+# (the pipeline running, no reload under way), sends RELOADS SIGHUPs one every RELOAD_INTERVAL, waits until the last reload is
 # done, samples again, stops lookout with SIGTERM and prints the least and the median of
 # each set of samples and their growth. Exit 1 if lookout did not survive or did not stop
 # cleanly.
@@ -107,7 +108,9 @@ sample() {
   echo "$(head -1 <<<"$sa") $(sed -n 25p <<<"$sa") $(head -1 <<<"$sv") $(sed -n 25p <<<"$sv")"
 }
 
-wait_for_count 'LOOKOUT_EVENT=stats' 2 120
+# One whole loop of the 20 s clip first (its pages in the binary are then all mapped in: a
+# reload that loads a model leaves little playing time between reloads).
+wait_for_count 'LOOKOUT_EVENT=stats' 25 300
 reloads "$WARMUP"
 read -r a0 am0 v0 vm0 <<<"$(sample)"
 t0=$(date +%s)
