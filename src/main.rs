@@ -46,6 +46,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: the systemd unit's allocator settings also outside it.
+    lookout::memory::limit_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -216,8 +216,9 @@ fn reloads_keep_memory_flat_and_append_to_the_tracks_file() {
     let (status, _) = d.wait_within(Duration::from_secs(10)).expect("stops");
     assert!(status.success(), "{status}");
     eprintln!("RssAnon {rss0} → {rss1} KiB over 200 reloads");
-    // Keeping each run's summary costs ~1.4 MB per reload (280 MB here); what a run in
-    // flight holds (an inference's buffers) moves a sample by a few MB either way.
+    // Keeping each run's summary costs ~1.4 MB per reload (280 MB here); glibc's default
+    // arenas (lookout run without `memory::limit_allocator`, as here outside the unit) ~8 MB;
+    // what a run in flight holds (an inference's buffers) moves a sample by a few MB either way.
     assert!(
         rss1 <= rss0 + 4096,
         "RssAnon grew {rss0} → {rss1} KiB over 200 reloads"
