@@ -27,8 +27,9 @@ use crate::vocab::labels;
 /// The scores kept per track for the median (the latest ones).
 const SCORE_HISTORY: usize = 32;
 /// A track whose box overlaps a live event's box this much (IoU), or lies this much inside
-/// it (its own area's share), is that object again.
-const DUPLICATE_IOU: f32 = 0.5;
+/// it (its own area's share), is that object again — or someone beside it, who becomes an
+/// event once they part (checked on every frame).
+const DUPLICATE_IOU: f32 = 0.3;
 const DUPLICATE_INSIDE: f32 = 0.7;
 /// A lost event rejoins a new track whose centre is within this many of the lost box's
 /// heights (widths, horizontally) of where the lost track was heading...
