@@ -176,8 +176,10 @@ fn bench_step(c: &mut Criterion) {
     // The event rules on top (defaults, one zone and one mask to test against): what the
     // tracker thread does per frame besides the step (the budget of tracker + events is 1 ms).
     let (mut tracker, mut seq) = warmed_up(&frames);
-    let cfg: EventsConfig = toml::from_str("masks = [[[0.0, 0.0], [1.0, 0.0], [1.0, 0.05]]]\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    // One detection per track in this scene: with `min_detections = 1` all ten are events.
+    let cfg: EventsConfig =
+        toml::from_str("min_detections = 1\nmasks = [[[0.0, 0.0], [1.0, 0.0], [1.0, 0.05]]]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
     let zones: ZonesConfig =
         toml::from_str("lawn = [[0.0, 0.5], [1.0, 0.5], [1.0, 1.0], [0.0, 1.0]]\n")
             .unwrap_or_else(|e| panic!("{e}"));
@@ -192,6 +194,11 @@ fn bench_step(c: &mut Criterion) {
             events.drain().len()
         })
     });
+    assert_eq!(
+        events.in_view().count(),
+        OBJECTS,
+        "every object is an event"
+    );
 
     let mut empty = Tracker::new(TrackerConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     let mut seq = 0u64;
