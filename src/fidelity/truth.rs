@@ -184,28 +184,17 @@ pub struct TruthScores {
 }
 
 /// Greedy best-IoU matching of predictions to truth boxes of a frame (same or confusable
-/// class, IoU ≥ `min_iou`): `(prediction index, truth index)`.
+/// class, IoU ≥ `min_iou`; the fidelity scores' own matching): `(prediction index, truth index)`.
 fn match_frame(pred: &[LabelledBox], truth: &[TruthBox], min_iou: f32) -> Vec<(usize, usize)> {
-    let mut pairs = Vec::new();
-    for (i, p) in pred.iter().enumerate() {
-        for (j, t) in truth.iter().enumerate() {
-            let iou = p.bbox.iou(&t.bbox);
-            if iou >= min_iou && labels::confusable(p.class_id, t.class_id) {
-                pairs.push((iou, i, j));
-            }
-        }
-    }
-    pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let (mut used_p, mut used_t) = (vec![false; pred.len()], vec![false; truth.len()]);
-    let mut out = Vec::new();
-    for (_, i, j) in pairs {
-        if !used_p[i] && !used_t[j] {
-            used_p[i] = true;
-            used_t[j] = true;
-            out.push((i, j));
-        }
-    }
-    out
+    let truth: Vec<LabelledBox> = truth
+        .iter()
+        .map(|t| LabelledBox {
+            id: t.id,
+            class_id: t.class_id,
+            bbox: t.bbox,
+        })
+        .collect();
+    super::match_boxes(pred, &truth, min_iou)
 }
 
 /// The `q` quantile (0..1) of sorted values.
