@@ -53,6 +53,8 @@ pub struct Event {
     pub class_id: usize,
     /// The best detection score seen.
     pub score: f32,
+    /// The latest detection score.
+    pub last_score: f32,
     /// The latest box, frame pixels.
     pub bbox: BBox,
     /// The box when the best score was seen (where a snapshot is best taken).
@@ -246,6 +248,7 @@ impl Events {
                     .iter()
                     .copied()
                     .fold(t.score, f32::max),
+                last_score: t.score,
                 bbox: t.bbox,
                 best_bbox: t.bbox,
                 zones,
@@ -273,6 +276,7 @@ impl Events {
             e.score = t.score;
             e.best_bbox = t.bbox;
         }
+        e.last_score = t.score;
         e.track_id = t.id;
         e.class_id = t.class_id;
         e.zones = zones;

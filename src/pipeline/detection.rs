@@ -72,6 +72,7 @@ pub(super) fn detect_loop(
             preprocess: t1 - t0,
             model,
             postprocess: post,
+            frame,
         });
         g.detector_busy = false;
         drop(g);

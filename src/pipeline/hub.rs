@@ -25,6 +25,8 @@ pub(super) struct DetResult {
     pub(super) preprocess: Duration,
     pub(super) model: Duration,
     pub(super) postprocess: Duration,
+    /// The frame the model ran on, handed back (where snapshots are taken).
+    pub(super) frame: Frame,
 }
 
 /// State shared by the three threads, behind one mutex + condvar.

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::notify::Outlets;
 use crate::service::Notifier;
 use crate::source::Pacing;
 
@@ -41,6 +42,8 @@ pub struct RunOptions {
     pub reload: Arc<AtomicBool>,
     /// systemd notifications (READY after the first frame, watchdog while frames flow).
     pub notifier: Option<Arc<Notifier>>,
+    /// What else hears of events, detections and stats (MQTT, snapshots, metrics).
+    pub outlets: Outlets,
 }
 
 impl Default for RunOptions {
@@ -56,6 +59,7 @@ impl Default for RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
             reload: Arc::new(AtomicBool::new(false)),
             notifier: None,
+            outlets: Outlets::default(),
         }
     }
 }

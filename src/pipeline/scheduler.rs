@@ -34,21 +34,24 @@
 //! one in tests.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::hub::{DetResult, DetectorSlot, Shared};
 use super::options::{RunOptions, Schedule};
 use super::summary::EndReason;
 use crate::config::Config;
-use crate::events::{EventRecord, Events};
+use crate::events::{Event, EventRecord, Events};
 use crate::frame::{monotonic_now, Frame, GrayImage};
 use crate::logging::RateLimit;
+use crate::notify::Outlet;
 use crate::output::{self, FrameOut, TracksWriter};
 use crate::preprocess::{self, Scratch};
 use crate::schedule::{Cause, Planner, PlannerConfig};
 use crate::service::Notifier;
 use crate::stats::Window;
 use crate::track::{TrackEvent, Tracker};
+use crate::vocab::Detection;
 
 /// How fresh the capture thread's last reopen report must be for the tracker to keep the
 /// watchdog fed (reopen attempts come at most 5 s apart; a capture thread stuck inside an
@@ -167,6 +170,9 @@ pub(super) struct Scheduler<'a> {
     frame_errors: RateLimit,
     /// Failed detections: one warning a minute at most.
     detect_errors: RateLimit,
+    /// The frame of the latest detection round and its reported detections, for the
+    /// outlets (only kept when there are any).
+    detected: Option<(Arc<Frame>, Vec<Detection>)>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -213,6 +219,7 @@ impl<'a> Scheduler<'a> {
             reconnect_status: false,
             frame_errors: RateLimit::per_minute(),
             detect_errors: RateLimit::per_minute(),
+            detected: None,
         }
     }
 
@@ -317,6 +324,9 @@ impl<'a> Scheduler<'a> {
                 Ok(round) => {
                     let outcome = self.tracker.apply_detection_round(r.seq, &round);
                     self.planner.applied(outcome.started);
+                    if !self.opts.outlets.is_empty() {
+                        self.detected = Some((Arc::new(r.frame), round.reported));
+                    }
                 }
                 Err(e) => {
                     if let Some(held) = self.detect_errors.hit(self.clock.now()) {
@@ -404,10 +414,14 @@ impl<'a> Scheduler<'a> {
                 w.flush();
             }
             self.count_lost_lines();
-            if self.opts.log_events {
-                self.window.report(self.tracker.tracks().count()).log();
-                // The daemon runs for months: what was freed goes back to the kernel.
-                crate::memory::release_free_memory();
+            if self.opts.log_events || !self.opts.outlets.is_empty() {
+                let report = self.window.report(self.tracker.tracks().count());
+                self.opts.outlets.stats(&self.window, &report);
+                if self.opts.log_events {
+                    report.log();
+                    // The daemon runs for months: what was freed goes back to the kernel.
+                    crate::memory::release_free_memory();
+                }
             }
             self.total.merge(&self.window);
             self.window = Window::default();
@@ -457,6 +471,12 @@ impl<'a> Scheduler<'a> {
             events.update(seq, at, self.frame_size, self.tracker.confirmed(), &ended);
         }
         self.log_event_records();
+        if let (Some((frame, reported)), Some(events)) =
+            (self.detected.take(), self.events.as_deref())
+        {
+            let in_view: Vec<Event> = events.in_view().cloned().collect();
+            self.opts.outlets.detected(&frame, &reported, &in_view);
+        }
     }
 
     /// Logs what happened to events since the last look, and counts the starts.
@@ -471,6 +491,7 @@ impl<'a> Scheduler<'a> {
             if self.opts.log_events {
                 output::log_event(&r);
             }
+            self.opts.outlets.event(&r);
         }
     }
 
@@ -586,7 +607,7 @@ mod tests {
     use crate::frame::PixelFormat;
     use crate::geom::BBox;
     use crate::track::TrackerConfig;
-    use crate::vocab::{Detection, DetectionRound};
+    use crate::vocab::DetectionRound;
     use std::cell::{Cell, RefCell};
     use std::sync::atomic::Ordering;
 
@@ -690,15 +711,17 @@ mod tests {
     /// The detector thread: takes the job and answers it at once with `dets`.
     fn answer(hub: &mut Shared, dets: Result<Vec<Detection>, String>) -> u64 {
         let job = hub.job.take().expect("a detection was requested");
+        let seq = job.seq;
         hub.results.push_back(DetResult {
-            seq: job.seq,
+            seq,
             dets: dets.map(reported),
             preprocess: 2 * MS,
             model: 40 * MS,
             postprocess: MS,
+            frame: job,
         });
         hub.detector_busy = false;
-        job.seq
+        seq
     }
 
     /// One pass of the tracker thread's loop, minus the waiting (which must not be needed).
@@ -849,6 +872,7 @@ mod tests {
             preprocess: MS,
             model: MS,
             postprocess: MS,
+            frame: job,
         }); // … and answers while the tracker is at frame 2
         hub.detector_busy = false;
         clock.advance(100 * MS);

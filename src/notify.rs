@@ -1,0 +1,81 @@
+//! The seam between the pipeline and what lookout tells beyond the journal and the tracks
+//! file (MQTT, Home Assistant, snapshots, metrics): an [`Outlet`] the tracker thread hands
+//! what happened, never waiting on it. An outlet that has work to do (a network, an encoder)
+//! queues it for a thread of its own and returns at once.
+
+use std::sync::Arc;
+
+use crate::events::{Event, EventRecord};
+use crate::frame::Frame;
+use crate::stats::{Report, Window};
+use crate::vocab::Detection;
+
+/// Receives what the tracker thread saw. Every method is called on the tracker thread and
+/// must return within microseconds: queue, never wait. The defaults ignore the call.
+pub trait Outlet: Send + Sync {
+    /// An event started, changed or ended (the journal's `event_start`/`event_update`/
+    /// `event_end`), in the order they happened.
+    fn event(&self, _record: &EventRecord) {}
+
+    /// A detection round was applied: `frame` is the frame the model ran on, `reported` its
+    /// detections above the threshold, `in_view` the events under way once the round was
+    /// taken into account. Where snapshots are chosen.
+    fn detected(&self, _frame: &Arc<Frame>, _reported: &[Detection], _in_view: &[Event]) {}
+
+    /// A stats window closed (every `pipeline.stats_interval`): its counters and the
+    /// journal's `stats` figures.
+    fn stats(&self, _window: &Window, _report: &Report) {}
+}
+
+/// Several outlets as one, each called in turn.
+#[derive(Default, Clone)]
+pub struct Outlets(pub Vec<Arc<dyn Outlet>>);
+
+impl Outlets {
+    /// No outlet: nothing to call.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Outlet for Outlets {
+    fn event(&self, record: &EventRecord) {
+        for o in &self.0 {
+            o.event(record);
+        }
+    }
+
+    fn detected(&self, frame: &Arc<Frame>, reported: &[Detection], in_view: &[Event]) {
+        for o in &self.0 {
+            o.detected(frame, reported, in_view);
+        }
+    }
+
+    fn stats(&self, window: &Window, report: &Report) {
+        for o in &self.0 {
+            o.stats(window, report);
+        }
+    }
+}
+
+impl std::fmt::Debug for Outlets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Outlets({})", self.0.len())
+    }
+}
+
+/// What the outlets themselves did, shared with whoever reports it (metrics, the journal's
+/// stats). Counters only grow.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// MQTT messages handed to the broker's connection.
+    pub mqtt_sent: std::sync::atomic::AtomicU64,
+    /// MQTT messages dropped: the queue was full, or the broker was away.
+    pub mqtt_dropped: std::sync::atomic::AtomicU64,
+    /// Whether the MQTT client is connected now.
+    pub mqtt_connected: std::sync::atomic::AtomicBool,
+    /// Snapshots encoded.
+    pub snapshots: std::sync::atomic::AtomicU64,
+    /// Snapshots that could not be made (encoding, disk) or were dropped (queue full).
+    pub snapshots_failed: std::sync::atomic::AtomicU64,
+}
