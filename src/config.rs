@@ -20,7 +20,9 @@ use crate::events::{EventsConfig, Rules, ZonesConfig};
 use crate::files;
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
+use crate::mqtt::MqttConfig;
 use crate::schedule::ScheduleKind;
+use crate::snapshot::SnapshotsConfig;
 use crate::source::Spec;
 use crate::track::TrackerConfig;
 use crate::vocab::labels;
@@ -43,6 +45,10 @@ pub struct Config {
     pub events: EventsConfig,
     /// Named areas of the frame, `name = [[x, y], …]` in fractions of the frame.
     pub zones: ZonesConfig,
+    /// The MQTT broker (events, counts, snapshots, stats, Home Assistant discovery).
+    pub mqtt: MqttConfig,
+    /// Pictures of events.
+    pub snapshots: SnapshotsConfig,
 }
 
 /// `[source]`
@@ -405,6 +411,18 @@ impl Config {
         if let Err(errors) = Rules::new(&self.events, &self.zones) {
             p.extend(errors.into_iter().map(|e| Problem::new(e.key, e.message)));
         }
+        p.extend(
+            self.mqtt
+                .check_values()
+                .into_iter()
+                .map(|e| Problem::new(e.key, e.message)),
+        );
+        p.extend(
+            self.snapshots
+                .check_values()
+                .into_iter()
+                .map(|(k, m)| Problem::new(k, m)),
+        );
         p
     }
 
@@ -639,6 +657,12 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
     check_model(cfg, &mut p);
     check_cores(cfg, &mut p);
     check_tracks_file(cfg, &mut p);
+    for e in cfg.mqtt.check_environment() {
+        p.push(Problem::new(e.key, e.message));
+    }
+    for (k, m) in cfg.snapshots.check_environment() {
+        p.push(Problem::new(k, m));
+    }
     p
 }
 

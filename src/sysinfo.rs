@@ -561,6 +561,22 @@ pub fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// This machine's host name (the kernel's), `pi` when it cannot be read.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "pi".into())
+}
+
+/// The SoC temperature in °C (`/sys/class/thermal/thermal_zone0`), where the board has one.
+pub fn cpu_temperature() -> Option<f64> {
+    let t = std::fs::read_to_string("/sys/class/thermal/thermal_zone0/temp").ok()?;
+    let milli: f64 = t.trim().parse().ok()?;
+    Some((milli / 100.0).round() / 10.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ pub mod capture;
 pub mod detect;
 pub mod devices;
 pub mod exit;
+pub mod outlets;
 pub mod run;
 
 /// Writes `text` to stdout. A reader that went away (`lookout detect --json | head -c 1`)

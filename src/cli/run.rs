@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::cli::exit::Failure;
+use crate::cli::outlets::Running;
 use crate::config::{Config, ConfigErrors, Problem};
 use crate::pipeline::{self, EndReason, Part, Parts, RunOptions, Summary};
 use crate::service::{Notifier, Signals};
@@ -69,18 +70,23 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     };
     let mut parts = built.map_err(|e| startup_error(args, e))?;
     let mut cfg = cfg;
-    let opts = RunOptions {
+    let mut running = Running::start(&cfg, args.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut opts = RunOptions {
         tracks_out: args.tracks_out.clone(),
         stop: signals.stop.clone(),
         reload: signals.reload.clone(),
         notifier: Some(notifier.clone()),
+        outlets: running.outlets(),
         ..RunOptions::default()
     };
     // Only the last run's summary is kept (a daemon reloaded every minute for months must not
     // grow), and the frames of all of them.
     let mut frames = 0;
     let last = loop {
-        let summary = pipeline::run_with(&cfg, &opts, &mut parts).map_err(anyhow::Error::from)?;
+        let summary = pipeline::run_with(&cfg, &opts, &mut parts).map_err(|e| {
+            running.stop();
+            anyhow::Error::from(e)
+        })?;
         frames += summary.total.processed;
         if summary.end != EndReason::Reload {
             break summary;
@@ -90,6 +96,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         // Loading a new model takes seconds on a Pi (minutes under emulation): the watchdog is
         // fed meanwhile, and a stop does not wait for it.
         let args2 = args.clone();
+        let old = cfg.clone();
         let reloaded = pipeline::unless_stopped(&signals.stop, Some(&notifier), move || {
             reload(&args2, &mut cfg, &mut parts);
             (cfg, parts)
@@ -97,9 +104,14 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         .map_err(anyhow::Error::from)?;
         let Some((c, p)) = reloaded else {
             log_summary(&summary, frames);
+            running.stop();
             return stopped_while("reloading");
         };
         (cfg, parts) = (c, p);
+        if let Err(e) = running.reconfigure(&old, &cfg, args.config.as_deref()) {
+            log::error!(LOOKOUT_EVENT = "reload_rejected"; "MQTT/snapshots not restarted: {e}");
+        }
+        opts.outlets = running.outlets();
         // What the ended run and a replaced model freed goes back to the kernel now, not at
         // the next stats report: a reload costs no memory however often it comes.
         crate::memory::release_free_memory();
@@ -107,6 +119,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     };
     notifier.stopping();
     log_summary(&last, frames);
+    running.stop();
     Ok(())
 }
 

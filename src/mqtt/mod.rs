@@ -1,0 +1,387 @@
+//! MQTT: events, counts, snapshots and stats for Home Assistant, Node-RED and anything that
+//! speaks Frigate's topics, plus Home Assistant discovery. See `payload` for the topics and
+//! bodies, `discovery` for the entities, `link` for the connection (a bounded queue and two
+//! threads: the tracker never waits for the network).
+
+pub mod config;
+pub mod discovery;
+pub mod incoming;
+pub mod link;
+pub mod payload;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rumqttc::{LastWill, MqttOptions, QoS};
+use serde_json::Value;
+
+pub use config::{MqttConfig, MqttConfigError};
+
+use crate::events::{EventRecord, EventsConfig, DEFAULT_LABELS};
+use crate::geom::BBox;
+use crate::notify::{Counters, Outlet};
+use crate::stats::{Report, Window};
+use crate::vocab::labels;
+use discovery::DiscoveryInput;
+use link::{Link, LinkOptions, Message};
+use payload::{EventContext, EventKind, StatsContext, Topics};
+
+/// Seconds since the Unix epoch, now.
+fn wall_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn qos(n: u8) -> QoS {
+    match n {
+        0 => QoS::AtMostOnce,
+        1 => QoS::AtLeastOnce,
+        _ => QoS::ExactlyOnce,
+    }
+}
+
+/// The label levels announced to Home Assistant: the event labels (the defaults when
+/// `[events] labels` is empty, which means every label).
+pub fn announced_labels(events: &EventsConfig) -> Vec<String> {
+    let names: Vec<&str> = if events.labels.is_empty() {
+        DEFAULT_LABELS.to_vec()
+    } else {
+        events.labels.iter().map(String::as_str).collect()
+    };
+    names
+        .into_iter()
+        .filter_map(labels::class_id)
+        .map(payload::label_level)
+        .collect()
+}
+
+/// What the events under way look like to MQTT.
+#[derive(Default)]
+struct Live {
+    /// Per event number: its context and the last `after` sent.
+    events: HashMap<u64, (EventContext, Value)>,
+    /// Events under way per label level.
+    counts: BTreeMap<String, u32>,
+}
+
+/// A connected (or connecting) MQTT outlet.
+pub struct Mqtt {
+    link: Arc<Link>,
+    cfg: MqttConfig,
+    topics: Topics,
+    qos: QoS,
+    started: Instant,
+    counters: Arc<Counters>,
+    live: Mutex<Live>,
+    /// The discovery topics announced now.
+    announced: Mutex<Vec<String>>,
+}
+
+/// What discovery and counts depend on beyond `[mqtt]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Announce {
+    /// Label levels (`person`, …).
+    pub labels: Vec<String>,
+    /// Whether snapshots are published.
+    pub snapshots: bool,
+}
+
+impl Mqtt {
+    /// Connects in the background (a missing broker is retried, never fatal), announces
+    /// `online`, the Home Assistant entities and zero counts.
+    pub fn start(
+        cfg: &MqttConfig,
+        announce: &Announce,
+        counters: Arc<Counters>,
+    ) -> Result<Arc<Mqtt>, String> {
+        let topics = Topics::new(&cfg.topic_prefix, &cfg.camera);
+        let client_id = cfg.client_id();
+        let mut o = MqttOptions::new(client_id, cfg.host.clone(), cfg.port);
+        o.set_keep_alive(Duration::from_secs(cfg.keepalive));
+        o.set_clean_session(true);
+        o.set_max_packet_size(link::MAX_PACKET, link::MAX_PACKET);
+        o.set_last_will(LastWill::new(
+            topics.available(),
+            payload::OFFLINE,
+            QoS::AtLeastOnce,
+            true,
+        ));
+        if let Some(password) = cfg
+            .password()
+            .map_err(|e| format!("mqtt.password_file: {e}"))?
+        {
+            o.set_credentials(cfg.username.clone(), password);
+        } else if !cfg.username.is_empty() {
+            o.set_credentials(cfg.username.clone(), "");
+        }
+        if cfg.tls() {
+            o.set_transport(tls::transport(cfg)?);
+        }
+        let broker = format!("{}:{}", cfg.host, cfg.port);
+        let link = Link::start(
+            LinkOptions {
+                broker,
+                mqtt: o,
+                queue: cfg.queue,
+                birth_topic: cfg
+                    .discovery
+                    .then(|| format!("{}/status", cfg.discovery_prefix)),
+                offline: (topics.available(), payload::OFFLINE.as_bytes().to_vec()),
+            },
+            counters.clone(),
+        )?;
+        let m = Arc::new(Mqtt {
+            link,
+            cfg: cfg.clone(),
+            qos: qos(cfg.qos),
+            topics,
+            started: Instant::now(),
+            counters,
+            live: Mutex::new(Live::default()),
+            announced: Mutex::new(Vec::new()),
+        });
+        m.link.set_state(
+            &m.topics.available(),
+            payload::ONLINE.as_bytes().to_vec(),
+            QoS::AtLeastOnce,
+        );
+        m.announce(announce);
+        Ok(m)
+    }
+
+    /// The `[mqtt]` settings this client runs with.
+    pub fn config(&self) -> &MqttConfig {
+        &self.cfg
+    }
+
+    /// Whether the broker is connected now.
+    pub fn connected(&self) -> bool {
+        self.link.connected()
+    }
+
+    fn live(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Announces the entities of `a` (and zero counts for labels new to it); entities
+    /// announced before and not now are removed from Home Assistant (an empty retained
+    /// config).
+    pub fn announce(&self, a: &Announce) {
+        let messages = if self.cfg.discovery {
+            discovery::messages(&DiscoveryInput {
+                prefix: self.cfg.discovery_prefix.clone(),
+                client_id: self.cfg.client_id(),
+                topics: self.topics.clone(),
+                labels: a.labels.clone(),
+                snapshots: a.snapshots,
+                temperature: crate::sysinfo::cpu_temperature().is_some(),
+            })
+        } else {
+            Vec::new()
+        };
+        let mut announced = self.announced.lock().unwrap_or_else(|p| p.into_inner());
+        let new: Vec<String> = messages.iter().map(|(t, _)| t.clone()).collect();
+        for gone in announced.iter().filter(|t| !new.contains(t)) {
+            self.link.set_state(gone, Vec::new(), QoS::AtLeastOnce);
+        }
+        for (topic, body) in messages {
+            self.link.set_state(&topic, body, QoS::AtLeastOnce);
+        }
+        *announced = new;
+        drop(announced);
+        let live = self.live();
+        let mut levels = a.labels.clone();
+        levels.push("all".into());
+        for label in levels {
+            let n = if label == "all" {
+                live.counts.values().sum()
+            } else {
+                live.counts.get(&label).copied().unwrap_or(0)
+            };
+            self.link.set_state(
+                &self.topics.count(&label),
+                n.to_string().into_bytes(),
+                self.qos,
+            );
+        }
+    }
+
+    /// Removes every entity this client announced (the configuration no longer has them),
+    /// then stops.
+    pub fn retire(&self) {
+        self.announce(&Announce {
+            labels: Vec::new(),
+            snapshots: false,
+        });
+        let gone: Vec<String> =
+            std::mem::take(&mut *self.announced.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in gone {
+            self.link.set_state(&t, Vec::new(), QoS::AtLeastOnce);
+        }
+        self.stop();
+    }
+
+    /// `offline`, a clean disconnect (at most 0.7 s).
+    pub fn stop(&self) {
+        self.link.stop();
+    }
+
+    /// A snapshot of event `event` (its number) was made: published (retained) on its
+    /// label's snapshot topic, and an `update` tells the event has one.
+    pub fn snapshot(
+        &self,
+        event: u64,
+        label: &str,
+        jpeg: Vec<u8>,
+        frame_time: f64,
+        b: BBox,
+        score: f32,
+    ) {
+        self.link
+            .set_state(&self.topics.snapshot(label), jpeg, QoS::AtMostOnce);
+        let mut live = self.live();
+        let Some((ctx, after)) = live.events.get_mut(&event) else {
+            return;
+        };
+        ctx.snapshot = Some((frame_time, b, score));
+        let before = after.clone();
+        after["has_snapshot"] = Value::Bool(true);
+        after["snapshot"] = serde_json::json!({
+            "frame_time": (frame_time * 1000.0).round() / 1000.0,
+            "box": [b.x0.round() as i64, b.y0.round() as i64, b.x1.round() as i64, b.y1.round() as i64],
+            "area": ((b.x1 - b.x0) * (b.y1 - b.y0)).round() as i64,
+            "score": ((score as f64) * 1000.0).round() / 1000.0,
+        });
+        let body = payload::event_message(EventKind::Update, Some(&before), after);
+        drop(live);
+        self.send_event(body, true);
+    }
+
+    fn send_event(&self, payload: Vec<u8>, droppable: bool) {
+        self.link.send(Message {
+            topic: self.topics.events(),
+            payload,
+            qos: self.qos,
+            retain: false,
+            droppable,
+        });
+    }
+
+    fn set_count(&self, live: &Live, label: &str) {
+        let n = live.counts.get(label).copied().unwrap_or(0);
+        self.link.set_state(
+            &self.topics.count(label),
+            n.to_string().into_bytes(),
+            self.qos,
+        );
+        let all: u32 = live.counts.values().sum();
+        self.link.set_state(
+            &self.topics.count_all(),
+            all.to_string().into_bytes(),
+            self.qos,
+        );
+    }
+}
+
+impl Outlet for Mqtt {
+    fn event(&self, record: &EventRecord) {
+        let now = wall_now();
+        let camera = self.topics.camera().to_string();
+        let mut live = self.live();
+        match record {
+            EventRecord::Start(e) => {
+                let ctx = EventContext {
+                    id: format!("{now:.6}-{}", e.id),
+                    start_time: now,
+                    frame_time: now,
+                    end_time: None,
+                    entered_zones: e.zones.clone(),
+                    snapshot: None,
+                };
+                let after = payload::event_object(e, &camera, &ctx);
+                let body = payload::event_message(EventKind::New, None, &after);
+                let label = payload::label_level(e.class_id);
+                *live.counts.entry(label.clone()).or_insert(0) += 1;
+                live.events.insert(e.id, (ctx, after));
+                self.set_count(&live, &label);
+                drop(live);
+                self.send_event(body, false);
+            }
+            EventRecord::Update(e) | EventRecord::End(e) => {
+                let end = matches!(record, EventRecord::End(_));
+                let Some((mut ctx, before)) = live.events.remove(&e.id) else {
+                    return;
+                };
+                ctx.frame_time = now;
+                for z in &e.zones {
+                    if !ctx.entered_zones.contains(z) {
+                        ctx.entered_zones.push(z.clone());
+                    }
+                }
+                if end {
+                    ctx.end_time = Some(now);
+                }
+                let after = payload::event_object(e, &camera, &ctx);
+                let old_label = before["label"].as_str().unwrap_or("").replace(' ', "_");
+                let label = payload::label_level(e.class_id);
+                let kind = if end {
+                    EventKind::End
+                } else {
+                    EventKind::Update
+                };
+                let body = payload::event_message(kind, Some(&before), &after);
+                if end || old_label != label {
+                    if let Some(n) = live.counts.get_mut(&old_label) {
+                        *n = n.saturating_sub(1);
+                    }
+                    self.set_count(&live, &old_label);
+                }
+                if end {
+                    self.set_count(&live, &label);
+                } else {
+                    if old_label != label {
+                        *live.counts.entry(label.clone()).or_insert(0) += 1;
+                        self.set_count(&live, &label);
+                    }
+                    live.events.insert(e.id, (ctx, after));
+                }
+                drop(live);
+                self.send_event(body, !end);
+            }
+        }
+    }
+
+    fn stats(&self, _window: &Window, report: &Report) {
+        let ctx = StatsContext {
+            uptime: self.started.elapsed().as_secs_f64(),
+            cpu_temperature: crate::sysinfo::cpu_temperature(),
+            mqtt_sent: self.counters.mqtt_sent.load(Ordering::Relaxed),
+            mqtt_dropped: self.counters.mqtt_dropped.load(Ordering::Relaxed),
+        };
+        self.link.send(Message {
+            topic: self.topics.stats(),
+            payload: payload::stats_message(report, self.topics.camera(), &ctx),
+            qos: self.qos,
+            retain: false,
+            droppable: true,
+        });
+    }
+}
+
+/// TLS through rustls (the `ring` provider).
+mod tls {
+    use super::MqttConfig;
+    use rumqttc::Transport;
+
+    /// The transport for `cfg`'s TLS settings.
+    pub fn transport(cfg: &MqttConfig) -> Result<Transport, String> {
+        Err(format!(
+            "mqtt.ca_file is set but this build of lookout has no TLS support ({})",
+            cfg.ca_file
+        ))
+    }
+}
