@@ -2,7 +2,7 @@
 //! waits for the network.
 //!
 //! - `lookout-mqtt` drives the client's event loop: connects, reconnects with back-off
-//!   (1 s doubling to 30 s), tells the sender when a connection is up (everything retained is
+//!   (1 s doubling to 4 s: a broker back is used within 5 s), tells the sender when a connection is up (everything retained is
 //!   published again) and when Home Assistant announces itself (discovery is sent again).
 //! - `lookout-mqtt-send` takes messages off the queue and hands them to the connection.
 //!
@@ -33,7 +33,7 @@ pub const MAX_PACKET: usize = 1 << 20;
 const MAX_QUEUED_BYTES: usize = 16 << 20;
 /// Reconnect back-off: first wait and longest wait.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const BACKOFF_MAX: Duration = Duration::from_secs(4);
 /// How long a stop waits for `offline` to reach the broker.
 const STOP_FLUSH: Duration = Duration::from_millis(700);
 

@@ -18,7 +18,7 @@ pub struct SnapshotsConfig {
     pub height: u32,
     /// JPEG quality (1–100).
     pub quality: u8,
-    /// Directory to keep snapshots in; empty: not kept.
+    /// Directory to keep snapshots in; empty: none are saved.
     pub dir: String,
     /// Files kept at most in `dir` (the oldest go first).
     pub max_files: usize,

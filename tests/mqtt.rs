@@ -1,0 +1,463 @@
+//! MQTT and Home Assistant against a real broker: Debian's `mosquitto`, started here on a free
+//! loopback port and stopped by its PID. `lookout run` plays the bundled clip; a subscriber in
+//! this test records every message with its retain flag.
+//!
+//! Without `mosquitto` installed (`apt install mosquitto`; `scripts/setup.sh` and `.ci/run`
+//! install it) each test says so loudly and passes: a plain `cargo test` still works on a
+//! machine without it.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+
+/// A mosquitto on 127.0.0.1:`port`, killed when dropped.
+struct Broker {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn have_mosquitto() -> bool {
+    let found = Command::new("mosquitto")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        eprintln!(
+            "\n*** SKIPPED: mosquitto is not installed (apt install mosquitto); the MQTT tests did not run ***\n"
+        );
+    }
+    found
+}
+
+impl Broker {
+    fn start() -> Broker {
+        let mut b = Broker {
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let conf = self.dir.path().join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listener {} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n",
+                self.port
+            ),
+        )
+        .unwrap();
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "mosquitto did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One message as a subscriber got it.
+#[derive(Clone, Debug)]
+struct Got {
+    topic: String,
+    payload: Vec<u8>,
+    retain: bool,
+}
+
+impl Got {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.payload).into_owned()
+    }
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.payload)
+            .unwrap_or_else(|e| panic!("{}: not JSON: {e}", self.topic))
+    }
+}
+
+/// A subscriber to everything, recording what arrives.
+struct Sub {
+    client: Client,
+    got: Arc<Mutex<Vec<Got>>>,
+}
+
+impl Sub {
+    fn new(port: u16) -> Sub {
+        let mut o = MqttOptions::new(format!("test-sub-{}", free_port()), "127.0.0.1", port);
+        o.set_max_packet_size(1 << 21, 1 << 21);
+        let (client, mut conn) = Client::new(o, 16);
+        client.subscribe("#", QoS::AtLeastOnce).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = got.clone();
+        std::thread::spawn(move || {
+            for ev in conn.iter() {
+                match ev {
+                    Ok(Event::Incoming(Packet::Publish(p))) => g.lock().unwrap().push(Got {
+                        topic: p.topic.clone(),
+                        payload: p.payload.to_vec(),
+                        retain: p.retain,
+                    }),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        Sub { client, got }
+    }
+
+    fn all(&self) -> Vec<Got> {
+        self.got.lock().unwrap().clone()
+    }
+
+    fn clear(&self) {
+        self.got.lock().unwrap().clear();
+    }
+
+    /// Waits until a message on `topic` satisfies `ok`, and returns it.
+    fn wait_for(&self, topic: &str, timeout: Duration, ok: impl Fn(&Got) -> bool) -> Got {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(g) = self.all().into_iter().find(|g| g.topic == topic && ok(g)) {
+                return g;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nothing on {topic} within {timeout:?}; got {:?}",
+                self.all()
+                    .iter()
+                    .map(|g| (g.topic.clone(), g.payload.len()))
+                    .collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn on(&self, topic: &str) -> Vec<Got> {
+        self.all()
+            .into_iter()
+            .filter(|g| g.topic == topic)
+            .collect()
+    }
+}
+
+/// The configuration of a test run: the bundled clip (looped when asked), MQTT on `port`.
+fn config(port: u16, client_id: &str, looped: bool, extra: &str) -> String {
+    format!(
+        "[source]\nloop = {looped}\n[pipeline]\nstats_interval = 1.0\npin_threads = false\n[mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nclient_id = \"{client_id}\"\ncamera = \"yard\"\n{extra}"
+    )
+}
+
+/// `lookout run` on `cfg`, its log in `dir/log`.
+fn lookout(dir: &Path, cfg: &str) -> (Child, PathBuf) {
+    let path = dir.join("lookout.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let log = dir.join("log");
+    let child = Command::new(env!("CARGO_BIN_EXE_lookout"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("LOOKOUT_MQTT_PASSWORD")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    (child, log)
+}
+
+fn log_of(path: &Path) -> String {
+    let mut s = String::new();
+    let _ = std::fs::File::open(path).map(|mut f| f.read_to_string(&mut s));
+    s
+}
+
+fn signal(child: &Child, name: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{name}");
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("lookout did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_run_publishes_events_counts_snapshots_stats_and_ends_offline() {
+    if !have_mosquitto() {
+        return;
+    }
+    let broker = Broker::start();
+    let sub = Sub::new(broker.port);
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, log) = lookout(dir.path(), &config(broker.port, "lookout-t1", false, ""));
+    let status = wait_exit(&mut child, Duration::from_secs(300));
+    let log = log_of(&log);
+    assert!(status.success(), "{log}");
+    std::thread::sleep(Duration::from_millis(500));
+
+    // Events: every `new` has its `end`, in Frigate's shape.
+    let events: Vec<serde_json::Value> = sub.on("lookout/events").iter().map(Got::json).collect();
+    let new: Vec<_> = events.iter().filter(|e| e["type"] == "new").collect();
+    let end: Vec<_> = events.iter().filter(|e| e["type"] == "end").collect();
+    assert!(new.len() >= 5, "{} new events; log:\n{log}", new.len());
+    assert_eq!(new.len(), end.len(), "every event ends");
+    let journal_events = log.matches("LOOKOUT_EVENT=event_start").count();
+    assert_eq!(new.len(), journal_events, "one message per journal event");
+    for e in &new {
+        let a = &e["after"];
+        assert_eq!(a["camera"], "yard");
+        assert!(a["id"].as_str().unwrap().contains('-'));
+        assert!(
+            ["person", "car"].contains(&a["label"].as_str().unwrap()),
+            "{a}"
+        );
+        assert_eq!(a["box"].as_array().unwrap().len(), 4);
+        assert!(a["end_time"].is_null());
+        assert_eq!(e["before"], e["after"]);
+    }
+    for e in &end {
+        assert!(
+            e["after"]["end_time"].as_f64().unwrap() >= e["after"]["start_time"].as_f64().unwrap()
+        );
+    }
+    assert!(
+        events.iter().any(|e| e["after"]["has_snapshot"] == true),
+        "a snapshot is announced in an update or end"
+    );
+    // Live messages are not retained; counts went up and came back to 0.
+    assert!(sub.on("lookout/events").iter().all(|g| !g.retain));
+    let person: Vec<String> = sub
+        .on("lookout/yard/person")
+        .iter()
+        .map(Got::text)
+        .collect();
+    assert!(person.iter().any(|n| n != "0"), "{person:?}");
+    assert_eq!(person.last().map(String::as_str), Some("0"));
+    // Stats carry the journal's fields.
+    let stats = sub
+        .wait_for("lookout/stats", Duration::from_secs(1), |_| true)
+        .json();
+    assert!(stats["fps"].as_f64().unwrap() > 0.0, "{stats}");
+    assert!(stats["cameras"]["yard"]["process_fps"].is_number());
+
+    // A subscriber arriving now gets the retained state: offline, zero counts, a snapshot
+    // per label, the Home Assistant entities.
+    let late = Sub::new(broker.port);
+    let avail = late.wait_for("lookout/available", Duration::from_secs(5), |_| true);
+    assert!(avail.retain);
+    assert_eq!(avail.text(), "offline", "a clean stop says offline");
+    let zero = late.wait_for("lookout/yard/person", Duration::from_secs(5), |_| true);
+    assert!(zero.retain);
+    assert_eq!(zero.text(), "0");
+    let snap = late.wait_for(
+        "lookout/yard/person/snapshot",
+        Duration::from_secs(5),
+        |_| true,
+    );
+    assert!(snap.retain);
+    let img = image::load_from_memory_with_format(&snap.payload, image::ImageFormat::Jpeg)
+        .expect("the snapshot is a JPEG");
+    assert_eq!(img.height(), 270, "snapshots.height");
+    let occupancy = late.wait_for(
+        "homeassistant/binary_sensor/lookout-t1/yard_person_occupancy/config",
+        Duration::from_secs(5),
+        |_| true,
+    );
+    assert!(occupancy.retain);
+    let c = occupancy.json();
+    assert_eq!(c["state_topic"], "lookout/yard/person");
+    assert_eq!(c["availability_topic"], "lookout/available");
+    late.wait_for(
+        "homeassistant/image/lookout-t1/yard_person_snapshot/config",
+        Duration::from_secs(5),
+        |g| g.retain,
+    );
+    late.wait_for(
+        "homeassistant/sensor/lookout-t1/yard_model_ms/config",
+        Duration::from_secs(5),
+        |g| g.retain,
+    );
+}
+
+#[test]
+fn killed_lookout_is_offline_by_its_last_will() {
+    if !have_mosquitto() {
+        return;
+    }
+    let broker = Broker::start();
+    let sub = Sub::new(broker.port);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, log) = lookout(dir.path(), &config(broker.port, "lookout-t2", true, ""));
+    sub.wait_for("lookout/available", Duration::from_secs(120), |g| {
+        g.text() == "online"
+    });
+    sub.wait_for("lookout/stats", Duration::from_secs(120), |_| true);
+    signal(&child, "KILL");
+    let _ = child.wait();
+    let will = sub.wait_for("lookout/available", Duration::from_secs(10), |g| {
+        g.text() == "offline"
+    });
+    assert_eq!(will.text(), "offline", "{}", log_of(&log));
+}
+
+#[test]
+fn home_assistants_birth_brings_discovery_again_and_a_reload_removes_a_label() {
+    if !have_mosquitto() {
+        return;
+    }
+    let broker = Broker::start();
+    let sub = Sub::new(broker.port);
+    let dir = tempfile::tempdir().unwrap();
+    let labels = "[events]\nlabels = [\"person\", \"car\"]\n";
+    let cfg = config(broker.port, "lookout-t3", true, labels);
+    let (mut child, log) = lookout(dir.path(), &cfg);
+    let car = "homeassistant/binary_sensor/lookout-t3/yard_car_occupancy/config";
+    sub.wait_for(car, Duration::from_secs(120), |g| !g.payload.is_empty());
+    sub.wait_for("lookout/stats", Duration::from_secs(120), |_| true);
+
+    // Home Assistant restarts: its birth message brings every config again (within the
+    // random delay of at most a second).
+    sub.clear();
+    sub.client
+        .publish("homeassistant/status", QoS::AtMostOnce, false, "online")
+        .unwrap();
+    sub.wait_for(car, Duration::from_secs(5), |g| !g.payload.is_empty());
+    sub.wait_for("lookout/yard/person", Duration::from_secs(5), |_| true);
+    // Anything else on that topic is ignored.
+    sub.clear();
+    sub.client
+        .publish(
+            "homeassistant/status",
+            QoS::AtMostOnce,
+            false,
+            vec![0xffu8; 5000],
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(sub.on(car).is_empty(), "garbage is not a birth");
+
+    // `car` leaves the configuration: its entities are removed (empty retained configs).
+    let cfg = config(
+        broker.port,
+        "lookout-t3",
+        true,
+        "[events]\nlabels = [\"person\"]\n",
+    );
+    std::fs::write(dir.path().join("lookout.toml"), cfg).unwrap();
+    signal(&child, "HUP");
+    let gone = sub.wait_for(car, Duration::from_secs(60), |g| g.payload.is_empty());
+    assert!(gone.retain || gone.payload.is_empty());
+    let late = Sub::new(broker.port);
+    late.wait_for(
+        "homeassistant/binary_sensor/lookout-t3/yard_person_occupancy/config",
+        Duration::from_secs(5),
+        |g| g.retain,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        late.on(car).is_empty(),
+        "the removed entity is not retained"
+    );
+    signal(&child, "TERM");
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{}", log_of(&log));
+}
+
+#[test]
+fn a_broker_outage_is_counted_and_everything_is_published_again_when_it_returns() {
+    if !have_mosquitto() {
+        return;
+    }
+    let mut broker = Broker::start();
+    let sub = Sub::new(broker.port);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, log) = lookout(dir.path(), &config(broker.port, "lookout-t4", true, ""));
+    sub.wait_for("lookout/stats", Duration::from_secs(120), |_| true);
+
+    // The broker goes away for a few seconds (stats keep coming every second: dropped and
+    // counted), and comes back empty (no persistence): lookout publishes its state again.
+    broker.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    broker.spawn();
+    let back = Instant::now();
+    let sub = Sub::new(broker.port);
+    sub.wait_for("lookout/available", Duration::from_secs(10), |g| {
+        g.text() == "online"
+    });
+    sub.wait_for(
+        "homeassistant/sensor/lookout-t4/yard_person_count/config",
+        Duration::from_secs(10),
+        |_| true,
+    );
+    sub.wait_for("lookout/yard/all", Duration::from_secs(10), |_| true);
+    let republished = back.elapsed();
+    assert!(
+        republished < Duration::from_secs(6),
+        "state published again {republished:?} after the broker's return"
+    );
+    let stats = sub
+        .wait_for("lookout/stats", Duration::from_secs(10), |_| true)
+        .json();
+    assert!(
+        stats["mqtt_dropped"].as_u64().unwrap() >= 1,
+        "what was lost while the broker was away is counted: {stats}"
+    );
+    assert!(stats["fps"].as_f64().unwrap() > 0.0, "frames kept flowing");
+    signal(&child, "TERM");
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let log = log_of(&log);
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("MQTT 127.0.0.1:"),
+        "the outage is logged naming the broker: {log}"
+    );
+}
