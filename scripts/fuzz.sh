@@ -26,7 +26,7 @@ ROOT=$PWD
 CARGO_FUZZ_VERSION=0.13.2
 SECS=${LOOKOUT_FUZZ_SECONDS:-60}
 TDIR=${LOOKOUT_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/fuzz/target}}
-ALL_TARGETS=(mjpeg mjpeg_stream y4m config frame_convert decode)
+ALL_TARGETS=(mjpeg mjpeg_stream y4m config frame_convert decode mqtt_incoming)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 t_start=$(date +%s)
 

@@ -3,6 +3,9 @@
 #   libclang-dev : the `v4l` crate runs bindgen on <linux/videodev2.h> at build time
 #   pkg-config, gcc : C parts of dependencies (tract-linalg's assembly kernels)
 # With CROSS=1 also the ARM cross toolchains and qemu-user (cross builds and ARM tests).
+# With TESTS=1 (scripts/test.sh) also what the tests run for real: mosquitto and its clients
+# (the MQTT tests start their own broker on a free loopback port; Debian's package also
+# starts a system broker on 127.0.0.1:1883, which the tests leave alone).
 # Idempotent; uses sudo when not root. Prints nothing when everything is there.
 # When another apt/dpkg holds the package lock (Raspberry Pi OS runs unattended upgrades
 # after boot), it says so and waits for it, up to APT_LOCK_WAIT seconds (default 600).
@@ -10,6 +13,9 @@ set -euo pipefail
 pkgs=(libclang-dev gcc pkg-config)
 if [ "${CROSS:-0}" = 1 ]; then
   pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user)
+fi
+if [ "${TESTS:-0}" = 1 ]; then
+  pkgs+=(mosquitto mosquitto-clients)
 fi
 lock_wait=${APT_LOCK_WAIT:-600}
 

@@ -120,6 +120,18 @@ const CASES: &[Case] = &[
     case("zone crossing itself", "[zones]\ndoor = [[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]\n", "zones.door", Some(2), "crosses itself"),
     case("zone in pixels, not fractions", "[zones]\ndoor = [[10, 10], [300, 10], [300, 200]]\n", "zones.door", Some(2), "fractions"),
     case("required zone that does not exist", "[events]\nzones = [\"drive\"]\n", "events.zones[0]", Some(2), "no zone named \"drive\""),
+    // --- [mqtt], [snapshots] ---------------------------------------------------------------
+    case("unknown key in [mqtt]", "[mqtt]\nbroker = \"pi.local\"\n", "mqtt.broker", Some(2), "unknown field"),
+    case("camera name with a space", "[mqtt]\nhost = \"127.0.0.1\"\ncamera = \"front door\"\n", "mqtt.camera", Some(3), "letters, digits"),
+    case("topic prefix with a wildcard", "[mqtt]\ntopic_prefix = \"home/#\"\n", "mqtt.topic_prefix", Some(2), "no '+' or '#'"),
+    case("qos 3", "[mqtt]\nqos = 3\n", "mqtt.qos", Some(2), "0, 1 or 2"),
+    case("port 0", "[mqtt]\nport = 0\n", "mqtt.port", Some(2), "1–65535"),
+    case("port past 65535", "[mqtt]\nport = 70000\n", "mqtt.port", Some(2), "70000"),
+    case("keepalive of 1 s", "[mqtt]\nkeepalive = 1\n", "mqtt.keepalive", Some(2), "5–3600"),
+    case("password file missing", "[mqtt]\nhost = \"127.0.0.1\"\npassword_file = \"{tmp}/nope\"\n", "mqtt.password_file", Some(3), "nope"),
+    case("client key without certificate", "[mqtt]\nclient_key = \"/etc/k.pem\"\n", "mqtt.client_key", Some(2), "go together"),
+    case("snapshot quality 0", "[snapshots]\nquality = 0\n", "snapshots.quality", Some(2), "1–100"),
+    case("snapshot dir is a file", "[snapshots]\ndir = \"/proc/version\"\n", "snapshots.dir", Some(2), "not a directory"),
     // --- things that do not exist --------------------------------------------------------
     case("missing camera, waiting turned off", "[source]\nspec = \"/dev/video99\"\nwait_for_camera = false\n", "source.spec", Some(2), "no such device"),
     case("missing device that can never be a camera", "[source]\nspec = \"/dev/lookout-no-such-node\"\n", "source.spec", Some(2), "lookout waits only for /dev/videoN"),

@@ -185,9 +185,9 @@ impl MqttConfig {
         if self.client_cert.is_empty() != self.client_key.is_empty() {
             p.push(err(
                 if self.client_cert.is_empty() {
-                    "client_cert"
-                } else {
                     "client_key"
+                } else {
+                    "client_cert"
                 },
                 "client_cert and client_key go together",
             ));
