@@ -54,26 +54,32 @@ impl Broker {
     }
 
     fn spawn(&mut self) {
+        self.spawn_with(&format!(
+            "listener {} 127.0.0.1\nallow_anonymous true\npersistence false\n",
+            self.port
+        ));
+    }
+
+    /// A broker with `conf` (which must listen on `self.port`).
+    fn spawn_with(&mut self, conf_text: &str) {
         let conf = self.dir.path().join("mosquitto.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listener {} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n",
-                self.port
-            ),
-        )
-        .unwrap();
+        std::fs::write(&conf, conf_text).unwrap();
+        let log = self.dir.path().join("mosquitto.log");
         let child = Command::new("mosquitto")
             .arg("-c")
             .arg(&conf)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "mosquitto did not listen");
+            assert!(
+                Instant::now() < deadline,
+                "mosquitto did not listen: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -123,20 +129,39 @@ impl Sub {
         let (client, mut conn) = Client::new(o, 16);
         client.subscribe("#", QoS::AtLeastOnce).unwrap();
         let got = Arc::new(Mutex::new(Vec::new()));
-        let g = got.clone();
+        let subscribed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (g, ready) = (got.clone(), subscribed.clone());
         std::thread::spawn(move || {
+            // A broker that is not listening yet is retried (the subscription waits in the
+            // client's queue), for up to 10 s.
+            let mut failures = 0;
             for ev in conn.iter() {
                 match ev {
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        ready.store(true, std::sync::atomic::Ordering::SeqCst)
+                    }
                     Ok(Event::Incoming(Packet::Publish(p))) => g.lock().unwrap().push(Got {
                         topic: p.topic.clone(),
                         payload: p.payload.to_vec(),
                         retain: p.retain,
                     }),
                     Ok(_) => {}
+                    Err(_) if failures < 50 => {
+                        failures += 1;
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
                     Err(_) => break,
                 }
             }
         });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !subscribed.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "the test's subscriber could not subscribe"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         Sub { client, got }
     }
 
@@ -460,4 +485,103 @@ fn a_broker_outage_is_counted_and_everything_is_published_again_when_it_returns(
         log.contains("MQTT 127.0.0.1:"),
         "the outage is logged naming the broker: {log}"
     );
+}
+
+/// Runs `cmd` in `dir`, which must succeed.
+fn run_in(dir: &Path, cmd: &str) {
+    let ok = Command::new("sh")
+        .args(["-c", cmd])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "{cmd}");
+}
+
+/// Waits until `log` says `what`; returns the log.
+fn wait_log(log: &Path, what: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = log_of(log);
+        if text.contains(what) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the log never said {what:?}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn tls_to_a_broker_whose_ca_is_given_and_one_clear_line_when_trust_or_credentials_fail() {
+    if !have_mosquitto() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A CA, a server certificate for 127.0.0.1 signed by it, and a CA nobody signed with.
+    run_in(d, "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=lookout-test-ca");
+    run_in(d, "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1");
+    run_in(d, "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext");
+    run_in(d, "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 2 -subj /CN=other-ca");
+    run_in(
+        d,
+        "mosquitto_passwd -b -c passwords lookout s3cret && chmod 0644 passwords server.key && chmod 0755 .",
+    );
+    std::fs::write(d.join("pw"), "s3cret\n").unwrap();
+    let mut broker = Broker::start();
+    broker.kill();
+    let p = |f: &str| d.join(f).display().to_string();
+    broker.spawn_with(&format!(
+        "listener {} 127.0.0.1\ncafile {}\ncertfile {}\nkeyfile {}\nallow_anonymous false\npassword_file {}\npersistence false\n",
+        broker.port, p("ca.pem"), p("server.pem"), p("server.key"), p("passwords")
+    ));
+    let tls = |ca: &str, pw: &str| {
+        format!(
+            "username = \"lookout\"\npassword_file = \"{}\"\nca_file = \"{}\"\n",
+            p(pw),
+            p(ca)
+        )
+    };
+    // The right CA and password: connected over TLS (the broker refuses anything else).
+    let run = tempfile::tempdir().unwrap();
+    std::fs::write(d.join("bad-pw"), "wrong\n").unwrap();
+    let (mut child, log) = lookout(
+        run.path(),
+        &config(broker.port, "lookout-t5", true, &tls("ca.pem", "pw")),
+    );
+    wait_log(
+        &log,
+        &format!("MQTT 127.0.0.1:{}: connected", broker.port),
+        Duration::from_secs(120),
+    );
+    signal(&child, "TERM");
+    assert!(wait_exit(&mut child, Duration::from_secs(10)).success());
+
+    // A CA that did not sign the broker's certificate: one line naming the broker and TLS.
+    for (ca, pw, says) in [
+        ("other.pem", "pw", "TLS:"),
+        ("ca.pem", "bad-pw", "the broker refused"),
+    ] {
+        let run = tempfile::tempdir().unwrap();
+        let (mut child, log) = lookout(
+            run.path(),
+            &config(broker.port, "lookout-t5", true, &tls(ca, pw)),
+        );
+        let text = wait_log(&log, says, Duration::from_secs(120));
+        let line = text.lines().find(|l| l.contains(says)).unwrap();
+        assert!(
+            line.contains(&format!("MQTT 127.0.0.1:{}", broker.port)),
+            "{line}"
+        );
+        // Retried every few seconds, said once.
+        std::thread::sleep(Duration::from_secs(5));
+        assert_eq!(log_of(&log).matches(says).count(), 1, "{}", log_of(&log));
+        signal(&child, "TERM");
+        assert!(wait_exit(&mut child, Duration::from_secs(10)).success());
+    }
 }

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, ConfigErrors};
 use crate::detect::{Detector, ModelSource, Precision};
 use crate::fidelity::replay;
+use crate::notify::Outlets;
 use crate::pipeline::{self, Parts, PipelineError, Reconcile, RunOptions};
 use crate::schedule::ScheduleKind;
 use crate::source::{Pacing, Spec};
@@ -117,6 +118,9 @@ pub struct BenchSettings {
     /// Set (by SIGINT/SIGTERM) to end the benchmark early: the run under way ends within a
     /// second and the report covers what ran until then.
     pub stop: Arc<AtomicBool>,
+    /// MQTT and snapshots, when the configuration turns them on (their cost is measured with
+    /// the pipeline's).
+    pub outlets: Outlets,
 }
 
 /// Why a benchmark could not run.
@@ -285,6 +289,7 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
             Pacing::AsFastAsPossible
         },
         stop: s.stop.clone(),
+        outlets: s.outlets.clone(),
     };
     let mut fidelity = None;
     let (runs, inference, target_fps) = match s.inference_only {
@@ -362,6 +367,8 @@ struct Bench<'a> {
     pace: Pacing,
     /// Ends the run under way, and skips the rows after it.
     stop: Arc<AtomicBool>,
+    /// What else hears of the runs (MQTT, snapshots).
+    outlets: Outlets,
 }
 
 impl Bench<'_> {
@@ -446,6 +453,7 @@ impl Bench<'_> {
             self.progress.phase(&format!("{tag}running {limit}"));
             let mut opts = run_options(limit, tracks_out, self.pace);
             opts.stop = self.stop.clone();
+            opts.outlets = self.outlets.clone();
             out.push(run_row(&row, &opts, &mut p, target_fps)?);
             self.progress.finish();
             parts = Some((row.cfg, p));

@@ -156,6 +156,7 @@ impl BenchArgs {
             inference_only: self.inference_only,
             truth: self.truth.clone(),
             stop: Default::default(),
+            outlets: Default::default(),
         }
     }
 }
@@ -218,11 +219,33 @@ pub fn run(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
         .map_err(|e| BenchError::Usage(format!("cannot install signal handlers: {e}")))?;
     let mut settings = args.settings();
     settings.stop = signals.stop.clone();
+    // A configuration with [mqtt] or [snapshots] on: their cost is part of what is measured.
+    let mut running = match &args.config {
+        Some(path) => match crate::config::Config::load(path) {
+            Ok(cfg) => Some(
+                crate::cli::outlets::Running::start(&cfg, Some(path)).map_err(BenchError::Usage)?,
+            ),
+            Err(_) => None, // bench::run reports the configuration's errors
+        },
+        None => None,
+    };
+    if let Some(r) = &running {
+        settings.outlets = r.outlets();
+        if !settings.outlets.is_empty() {
+            eprintln!(
+                "lookout bench: MQTT/snapshots on, as configured: their cost is in the figures"
+            );
+        }
+    }
     let work = move || {
         let mut spinner = Spinner::new();
         bench::run(&settings, &mut spinner)
     };
-    let report = crate::pipeline::unless_stopped_within(&signals.stop, STOP_GRACE, None, work)?;
+    let report = crate::pipeline::unless_stopped_within(&signals.stop, STOP_GRACE, None, work);
+    if let Some(r) = running.as_mut() {
+        r.stop();
+    }
+    let report = report?;
     let stopped = signals.stop.load(std::sync::atomic::Ordering::Relaxed);
     let Some(report) = report else {
         eprintln!("lookout bench: stopped by signal before a measurement finished: no report");

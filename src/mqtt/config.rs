@@ -220,8 +220,18 @@ impl MqttConfig {
             if path.is_empty() {
                 continue;
             }
-            if let Err(e) = crate::files::read_bounded(Path::new(path), 1 << 20, key) {
-                p.push(err(key, e.to_string()));
+            let marker = if key == "client_key" {
+                "PRIVATE KEY-----"
+            } else {
+                "-----BEGIN CERTIFICATE-----"
+            };
+            match crate::files::read_bounded(Path::new(path), 1 << 20, key) {
+                Err(e) => p.push(err(key, e.to_string())),
+                Ok(bytes) if !String::from_utf8_lossy(&bytes).contains(marker) => p.push(err(
+                    key,
+                    format!("{path} is not PEM (no \"{marker}\" line)"),
+                )),
+                Ok(_) => {}
             }
         }
         p

@@ -453,6 +453,7 @@ fn describe(e: &ConnectionError) -> String {
             other => format!("the broker refused the connection ({other:?})"),
         },
         ConnectionError::NetworkTimeout => "no answer from the broker (timeout)".into(),
+        ConnectionError::Tls(t) => format!("TLS: {t} (mqtt.ca_file, mqtt.client_cert, mqtt.client_key)"),
         ConnectionError::Io(io) => format!("cannot reach the broker: {io}"),
         other => format!("connection lost: {other}"),
     }

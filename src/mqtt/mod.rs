@@ -372,16 +372,35 @@ impl Outlet for Mqtt {
     }
 }
 
-/// TLS through rustls (the `ring` provider).
+/// TLS through rustls with the `ring` provider (C and assembly that build with the same cross
+/// compilers as the rest; no system OpenSSL).
 mod tls {
     use super::MqttConfig;
-    use rumqttc::Transport;
+    use rumqttc::{TlsConfiguration, Transport};
 
-    /// The transport for `cfg`'s TLS settings.
+    fn read(key: &'static str, path: &str) -> Result<Vec<u8>, String> {
+        crate::files::read_bounded(std::path::Path::new(path), 1 << 20, key)
+            .map_err(|e| format!("mqtt.{key}: {e}"))
+    }
+
+    /// The transport for `cfg`'s TLS settings: the CA (PEM) to trust, a client certificate
+    /// and key (PEM) when given.
     pub fn transport(cfg: &MqttConfig) -> Result<Transport, String> {
-        Err(format!(
-            "mqtt.ca_file is set but this build of lookout has no TLS support ({})",
-            cfg.ca_file
-        ))
+        // rumqttc builds its rustls configuration with the process's default provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca = read("ca_file", &cfg.ca_file)?;
+        let client_auth = if cfg.client_cert.is_empty() {
+            None
+        } else {
+            Some((
+                read("client_cert", &cfg.client_cert)?,
+                read("client_key", &cfg.client_key)?,
+            ))
+        };
+        Ok(Transport::tls_with_config(TlsConfiguration::Simple {
+            ca,
+            alpn: None,
+            client_auth,
+        }))
     }
 }
