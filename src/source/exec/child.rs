@@ -16,9 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rustix::process::{
-    kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions,
-};
+use rustix::process::{kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions};
 
 use super::stderr::StderrLines;
 use crate::interrupt::Interrupt;

@@ -111,11 +111,19 @@ mod tests {
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = format!("/nonexistent:{}", dir.path().display());
         assert_eq!(resolve("cam", Some(&path)).unwrap(), exe);
-        assert!(resolve("nope", Some(&path)).unwrap_err().contains("not found in PATH"));
-        assert!(resolve("notes", Some(&path)).unwrap_err().contains("not executable"));
+        assert!(resolve("nope", Some(&path))
+            .unwrap_err()
+            .contains("not found in PATH"));
+        assert!(resolve("notes", Some(&path))
+            .unwrap_err()
+            .contains("not executable"));
         let full = dir.path().display().to_string();
-        assert!(resolve(&full, None).unwrap_err().contains("not a regular file"));
-        assert!(resolve("/no/such/cam", None).unwrap_err().contains("cannot be found"));
+        assert!(resolve(&full, None)
+            .unwrap_err()
+            .contains("not a regular file"));
+        assert!(resolve("/no/such/cam", None)
+            .unwrap_err()
+            .contains("cannot be found"));
         assert_eq!(resolve(&exe.display().to_string(), None).unwrap(), exe);
     }
 }

@@ -83,7 +83,10 @@ pub struct ExecSource {
 
 enum State {
     /// Running; its first bytes are awaited to tell the stream's kind.
-    Starting { pipe: Box<ChildPipe>, since: Instant },
+    Starting {
+        pipe: Box<ChildPipe>,
+        since: Instant,
+    },
     /// Frames flow through a reader that owns the pipe.
     Streaming {
         reader: Box<ReplaySource>,
@@ -161,9 +164,7 @@ impl ExecSource {
         }
         match self.start() {
             Ok(()) => Ok(()),
-            Err(e) => {
-                Err(self.failed_start(format!("cannot start it: {e}")))
-            }
+            Err(e) => Err(self.failed_start(format!("cannot start it: {e}"))),
         }
     }
 
@@ -179,10 +180,9 @@ impl ExecSource {
                 if self.opts.interrupt.is_raised() || since.elapsed() < STALL {
                     return Err(self.timed_out());
                 }
-                return Err(self.failed_start(format!(
-                    "it wrote nothing for {} s",
-                    STALL.as_secs()
-                )));
+                return Err(
+                    self.failed_start(format!("it wrote nothing for {} s", STALL.as_secs()))
+                );
             }
             Err(e) => return Err(self.failed_start(format!("cannot read its output: {e}"))),
         };
@@ -301,7 +301,10 @@ impl ExecSource {
         }
         // Dropping the pipe (or the reader that owns it) ends and reaps the command.
         self.state = State::Down { next_try };
-        let r = self.report.lock().map(|r| (r.status.clone(), r.last_line.clone()));
+        let r = self
+            .report
+            .lock()
+            .map(|r| (r.status.clone(), r.last_line.clone()));
         let (status, line) = r.unwrap_or_default();
         let mut how = format!("the command ended ({})", status.as_deref().unwrap_or("?"));
         if let Some(line) = line {
@@ -414,7 +417,13 @@ fn show_bytes(head: &[u8]) -> String {
     let hex: Vec<String> = head.iter().map(|b| format!("{b:02X}")).collect();
     let text: String = head
         .iter()
-        .map(|&b| if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' })
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '.'
+            }
+        })
         .collect();
     format!("{} ({text:?})", hex.join(" "))
 }

@@ -129,7 +129,11 @@ mod tests {
         let t = Instant::now();
         let big = vec![b'x'; 10 << 20];
         assert!(s.feed(&big, t).is_empty());
-        assert!(s.partial.capacity() <= 2 * MAX_LINE, "{}", s.partial.capacity());
+        assert!(
+            s.partial.capacity() <= 2 * MAX_LINE,
+            "{}",
+            s.partial.capacity()
+        );
         let out = s.feed(b"\nshort\n", t);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].len(), MAX_LINE + '…'.len_utf8());
@@ -141,14 +145,19 @@ mod tests {
     fn a_flood_is_rate_limited_with_one_notice_per_window() {
         let mut s = StderrLines::new();
         let t0 = Instant::now();
-        let flood: Vec<u8> = (0..1000).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let flood: Vec<u8> = (0..1000)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
         let out = s.feed(&flood, t0);
         assert_eq!(out.len(), LINES_PER_WINDOW as usize);
         assert_eq!(s.last_line(), Some("line 999"));
         // The next window starts with the count of what was held back.
         let out = s.feed(b"later\n", t0 + WINDOW);
         assert_eq!(out.len(), 2);
-        assert!(out[0].starts_with("… 980 more stderr lines suppressed"), "{out:?}");
+        assert!(
+            out[0].starts_with("… 980 more stderr lines suppressed"),
+            "{out:?}"
+        );
         assert_eq!(out[1], "later");
         // Held back at the end: reported when the command ends.
         s.feed(&flood, t0 + WINDOW);
