@@ -463,3 +463,80 @@ fn the_daemon_restarts_a_killed_command_and_a_stop_ends_its_whole_group_within_a
         "lookout took {took:?} to stop"
     );
 }
+
+/// The `spec = "exec:…"` lines of docs/cameras.md, as the configuration reads them.
+fn documented_recipes() -> Vec<String> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cameras.md"))
+            .unwrap();
+    doc.lines()
+        .filter(|l| l.starts_with("spec = \"exec:"))
+        .map(|l| {
+            let table: toml::Table = toml::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            table["spec"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn the_documented_recipes_deliver_frames_with_stand_ins_for_the_cameras() {
+    let recipes = documented_recipes();
+    assert!(recipes.len() >= 4, "{recipes:?}");
+    let with_ffmpeg = ffmpeg_available();
+    let dir = tempfile::tempdir().unwrap();
+    // A stand-in `rpicam-vid`: the clip as MJPEG, or a test pattern as raw YUV 4:2:0 frames.
+    script(
+        dir.path(),
+        "rpicam-vid",
+        &format!(
+            "case \"$*\" in\n  *yuv420*) exec ffmpeg -nostdin -loglevel error -f lavfi -i testsrc=size=640x480:rate=10 -t 10 -pix_fmt yuv420p -f rawvideo - ;;\n  *) exec cat '{}' ;;\nesac",
+            clip().display()
+        ),
+    );
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut tried = 0;
+    for recipe in &recipes {
+        if recipe.contains("ffmpeg") && !with_ffmpeg {
+            continue;
+        }
+        // An RTSP camera: a test pattern at 1280x720, 25 fps, in its place.
+        let spec = match recipe.split_once("-rtsp_transport tcp -i ") {
+            Some((head, tail)) => {
+                let rest = tail.split_once(' ').map_or("", |(_, r)| r);
+                format!("{head}-f lavfi -i testsrc=size=1280x720:rate=25 -t 10 {rest}")
+            }
+            None => recipe.clone(),
+        };
+        let out = Command::new(LOOKOUT)
+            .args(["capture", &spec, "--frames", "20", "--json"])
+            .env("PATH", &path)
+            .env_remove("JOURNAL_STREAM")
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{spec}: {e}\n{}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(report["frames"], 20, "{spec}: {report}");
+        let (w, h) = if recipe.contains("rtsp") {
+            (640, 360)
+        } else {
+            (640, 480)
+        };
+        assert_eq!(
+            (report["width"].as_u64(), report["height"].as_u64()),
+            (Some(w), Some(h)),
+            "{spec}"
+        );
+        let format = if recipe.contains("yuv4mpegpipe") {
+            "YU12"
+        } else {
+            "MJPG"
+        };
+        assert_eq!(report["format"], format, "{spec}");
+        tried += 1;
+    }
+    assert!(tried >= 1);
+}
