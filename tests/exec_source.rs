@@ -240,7 +240,10 @@ fn output_that_is_neither_mjpeg_nor_y4m_names_its_first_bytes_and_is_retried() {
     let dir = tempfile::tempdir().unwrap();
     let cam = script(dir.path(), "cam", "echo 'GIF89a not a camera'; sleep 30");
     let mut src = open(&format!("exec:{}", cam.display()), &opts(Pacing::RealTime));
-    let e = src.next().err().expect("an error, not a frame");
+    let e = match src.next() {
+        Err(e) => e,
+        Ok(f) => panic!("an error, not {:?}", f.map(|f| f.seq)),
+    };
     let msg = e.to_string();
     assert!(
         e.is_transient(),

@@ -336,7 +336,7 @@ impl ExecSource {
         self.attempts += 1;
         let reason = format!("{reason}; {how}");
         let n = self.attempts;
-        if n == FAILURES_NOTICE || (n > FAILURES_NOTICE && n % 60 == 0) {
+        if n == FAILURES_NOTICE || (n > FAILURES_NOTICE && n.is_multiple_of(60)) {
             log::error!(
                 LOOKOUT_EVENT = "source_failing";
                 "{}: the command ended {n} times in a row without a frame (last: {reason}); restarting it every {} s — run it by hand to see why (it must write MJPEG or YUV4MPEG2 to its stdout)",
