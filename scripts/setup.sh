@@ -2,6 +2,8 @@
 # setup.sh — install what building lookout needs on Debian/Ubuntu/Raspberry Pi OS, once.
 #   libclang-dev : the `v4l` crate runs bindgen on <linux/videodev2.h> at build time
 #   pkg-config, gcc : C parts of dependencies (tract-linalg's assembly kernels)
+#   ffmpeg       : tests only — the YUV4MPEG2 and RTSP-shaped `exec:` source tests
+#                  (tests/exec_source.rs, skipped with a notice without it)
 # With CROSS=1 also the ARM cross toolchains and qemu-user (cross builds and ARM tests).
 # With TESTS=1 (scripts/test.sh) also what the tests run for real: mosquitto and its clients
 # (the MQTT tests start their own broker on a free loopback port; Debian's package also
@@ -10,7 +12,7 @@
 # When another apt/dpkg holds the package lock (Raspberry Pi OS runs unattended upgrades
 # after boot), it says so and waits for it, up to APT_LOCK_WAIT seconds (default 600).
 set -euo pipefail
-pkgs=(libclang-dev gcc pkg-config)
+pkgs=(libclang-dev gcc pkg-config ffmpeg)
 if [ "${CROSS:-0}" = 1 ]; then
   pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user)
 fi

@@ -55,8 +55,8 @@ pub struct Config {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SourceConfig {
-    /// `/dev/videoN`, `FILE.mjpeg`, `FILE.y4m`, `DIR/`, or `demo` (the bundled clip): see
-    /// [`Spec::parse`].
+    /// `/dev/videoN`, `FILE.mjpeg`, `FILE.y4m`, `DIR/`, `exec:COMMAND ARGS…`, or `demo` (the
+    /// bundled clip): see [`Spec::parse`].
     pub spec: String,
     /// Requested capture width (V4L2); 0 = the device's current setting.
     pub width: u32,
@@ -447,6 +447,11 @@ impl Config {
                 format!("expected {SPEC_KINDS}, found an empty string"),
             );
         }
+        if let Ok(Spec::Exec(command)) = Spec::parse(&s.spec) {
+            if let Err(m) = crate::source::exec::command::split(&command) {
+                bad("source.spec", m);
+            }
+        }
         if s.width > 16384 || s.height > 16384 || (s.width == 0) != (s.height == 0) {
             bad("source.width", format!("expected width and height both 0 (device default) or both in 1..=16384, found {}x{}", s.width, s.height));
         }
@@ -645,7 +650,7 @@ impl Config {
 
 /// What `source.spec` may name, for error messages.
 const SPEC_KINDS: &str =
-    "a device (/dev/videoN), a file (.mjpeg, .mjpg, .y4m), a directory of JPEG/PNG images or \"demo\"";
+    "a device (/dev/videoN), a file (.mjpeg, .mjpg, .y4m), a directory of JPEG/PNG images, a command (exec:COMMAND ARGS…) or \"demo\"";
 
 /// The checks that ask the machine: the source's device or file exists and is of a kind
 /// lookout reads, the model file is a usable NanoDet ONNX model (parsed and typed, not
@@ -676,6 +681,19 @@ fn check_source(cfg: &Config, p: &mut Vec<Problem>) {
     }
     match Spec::parse(spec) {
         Ok(Spec::Demo) => {}
+        // A line that does not split is a value problem (`check_values`); here: can the
+        // program be started?
+        Ok(Spec::Exec(command)) => {
+            let argv = crate::source::exec::command::split(&command).unwrap_or_default();
+            if let Some(program) = argv.first() {
+                if let Err(m) = crate::source::exec::command::resolve_in_env(program) {
+                    bad(
+                        "source.spec",
+                        format!("expected a command lookout can start, found {spec}: {m}"),
+                    );
+                }
+            }
+        }
         Ok(Spec::Camera(device)) => {
             let waited_for = cfg.source.wait_for_camera && crate::source::is_camera_name(&device);
             if !Path::new(&device).exists() && !waited_for {

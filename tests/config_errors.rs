@@ -139,6 +139,13 @@ const CASES: &[Case] = &[
     // It exists, but no backend reads it: once valid for check-config, then exit 1 from run.
     case("existing file of an unsupported kind", "[source]\nspec = \"{tmp}/clip.avi\"\n", "source.spec", Some(2), "clip.avi"),
     case("empty source", "[source]\nspec = \"  \"\n", "source.spec", Some(2), "empty"),
+    // Commands (`exec:`): the program must exist and be executable, the line must split.
+    case("exec program not installed", "[source]\nspec = \"exec:lookout-no-such-camera-tool -o -\"\n", "source.spec", Some(2), "\"lookout-no-such-camera-tool\" is not found in PATH"),
+    case("exec program by a missing path", "[source]\n\nspec = \"exec:{tmp}/bin/rpicam-vid -o -\"\n", "source.spec", Some(3), "cannot be found"),
+    case("exec program not executable", "[source]\nspec = \"exec:{data}/README.md\"\n", "source.spec", Some(2), "not executable"),
+    case("exec program a directory", "[source]\nspec = \"exec:{tmp}\"\n", "source.spec", Some(2), "not a regular file"),
+    case("exec quote never closed", "[source]\nspec = \"exec:sh -c 'rpicam-vid -o -\"\n", "source.spec", Some(2), "a quote is not closed"),
+    case("exec without a command", "[source]\nspec = \"exec:   \"\n", "source.spec", Some(2), "expected a command after `exec:`"),
     case("missing model file", "[model]\nfile = \"{tmp}/no-such-model.onnx\"\n", "model.file", Some(2), "no-such-model.onnx"),
     case("model file is a photo, not ONNX", "[model]\nfile = \"{data}/astronaut.jpg\"\n", "model.file", Some(2), "not a valid ONNX model"),
     case("model is ONNX but not a NanoDet", "[model]\nfile = \"{data}/not-nanodet.onnx\"\n", "model.file", Some(2), "not-nanodet.onnx"),

@@ -260,6 +260,12 @@ fn is_camera(spec: &str) -> bool {
     Spec::parse(spec).is_ok_and(|s| s.is_camera())
 }
 
+/// True when the spec names a live source: a camera or a command (`exec:`), which cannot be
+/// replayed.
+fn is_live(spec: &str) -> bool {
+    Spec::parse(spec).is_ok_and(|s| s.is_live())
+}
+
 /// Runs the benchmark: self-checks, runs every row (or times the model alone, or records the
 /// source and replays the fidelity sweep), gathers the report.
 pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport, BenchError> {
@@ -341,9 +347,9 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
 /// What `--sweep fidelity` cannot do: replay a camera (it records every frame in order, and a
 /// camera drops frames while the model runs), or stop after a time (it records whole sources).
 fn check_fidelity_settings(s: &BenchSettings, base: &Config) -> Result<(), BenchError> {
-    if is_camera(&base.source.spec) {
+    if is_live(&base.source.spec) {
         return Err(BenchError::Usage(format!(
-            "--sweep fidelity replays a recording, and {} is a camera: record it first (lookout capture) and pass the file with --source",
+            "--sweep fidelity replays a recording, and {} is a camera or a command: record it first (lookout capture) and pass the file with --source",
             base.source.spec
         )));
     }
@@ -567,6 +573,10 @@ fn effective_settings(
             "every frame once, as fast as possible".into()
         } else if is_camera(&base.source.spec) {
             "camera rate".into()
+        } else if is_live(&base.source.spec) && s.realtime {
+            "the command's rate, newest frame kept".into()
+        } else if is_live(&base.source.spec) {
+            "every frame the command writes, in order".into()
         } else if s.realtime {
             "looped, at the file's frame rate".into()
         } else {

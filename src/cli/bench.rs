@@ -31,8 +31,9 @@ pub struct BenchArgs {
     /// Configuration file (TOML). Without it: built-in defaults (bundled demo clip, embedded model).
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/ or `demo` (overrides the configuration).
-    /// Files loop and play as fast as possible; a camera runs at its own rate.
+    /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/, `exec:COMMAND ARGS…` or `demo`
+    /// (overrides the configuration). Files loop and play as fast as possible; a camera runs
+    /// at its own rate; a command's every frame is taken in order (restarted when it ends).
     #[arg(long, value_name = "SPEC")]
     pub source: Option<String>,
     /// Run for this many seconds (each row of a sweep). Default: 20 s, 8 s per sweep row.

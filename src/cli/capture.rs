@@ -15,7 +15,7 @@ use crate::source::{self, FrameSource, SourceOptions, SourceStats};
 /// `lookout capture SPEC`: read frames from a source and report what arrived.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CaptureArgs {
-    /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/ or `demo`.
+    /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/, `exec:COMMAND ARGS…` or `demo`.
     pub spec: String,
     /// Pixel format to ask a camera for: a FourCC (YUYV, UYVY, NV12, YU12, 422P, GREY, RGB3,
     /// MJPG) or an alias (MJPEG, JPEG, I420, YUV420, GRAY, Y8, RGB, RGB24), as in the config.

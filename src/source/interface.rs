@@ -124,7 +124,7 @@ pub const DEFAULT_REPLAY_FPS: f64 = 10.0;
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The spec matches no backend.
-    #[error("unknown source {spec:?}: expected /dev/videoN, FILE.mjpeg, FILE.mjpg, FILE.y4m, a directory of JPEG/PNG images, or `demo`")]
+    #[error("unknown source {spec:?}: expected /dev/videoN, FILE.mjpeg, FILE.mjpg, FILE.y4m, a directory of JPEG/PNG images, `exec:COMMAND ARGS…` or `demo`")]
     UnknownSpec {
         /// The spec as given.
         spec: String,
@@ -151,6 +151,15 @@ pub enum SourceError {
         /// The file or directory.
         path: PathBuf,
         /// What was found instead.
+        message: String,
+    },
+    /// A command source (`exec:…`) that cannot run as written: its command line does not
+    /// split into words, or its program is missing or not executable.
+    #[error("{spec}: {message}")]
+    Command {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong, and what was expected.
         message: String,
     },
     /// The camera device node cannot be opened.
@@ -237,7 +246,8 @@ impl SourceError {
     /// True for a source that can never work as configured, whatever is retried: a spec no
     /// backend reads, a device that is not a capture device, a recording that cannot be
     /// read, is not a recording (a directory or a device named `x.mjpeg`, a Y4M colour space
-    /// lookout does not read) or holds no usable frame (a 0-byte file, an empty directory).
+    /// lookout does not read) or holds no usable frame (a 0-byte file, an empty directory), a
+    /// command (`exec:`) that cannot be started.
     /// `lookout run` exits 78 for these (no restart loop), as for a missing file.
     pub fn is_configuration_problem(&self) -> bool {
         matches!(
@@ -247,6 +257,7 @@ impl SourceError {
                 | SourceError::File { .. }
                 | SourceError::BadFile { .. }
                 | SourceError::Empty { .. }
+                | SourceError::Command { .. }
         )
     }
 

@@ -1,4 +1,5 @@
-//! Where frames come from: a V4L2 camera, a recording, or the demo clip built into the binary.
+//! Where frames come from: a V4L2 camera, a recording, a command's output, or the demo clip
+//! built into the binary.
 //!
 //! Every backend implements [`FrameSource`]; [`open`] turns a user's source spec into one.
 //! Sources never convert pixels (see `preprocess`): a frame carries the camera's bytes.
@@ -12,6 +13,7 @@
 //! | `FILE.mjpeg`, `FILE.mjpg` | [`replay::ReplaySource`], concatenated JPEGs |
 //! | `FILE.y4m` | [`replay::ReplaySource`], YUV4MPEG2 4:2:0 / 4:2:2 / mono |
 //! | `DIR/` (or any directory) | [`replay::ReplaySource`], JPEG/PNG images sorted by name |
+//! | `exec:COMMAND ARGS…` | [`exec::ExecSource`], MJPEG or YUV4MPEG2 from the command's stdout |
 //! | `demo` | the bundled clip (`tests/data/demo/`), 640×480 MJPEG at 10 fps |
 //!
 //! Anything else (`clip.avi`, an empty string) is [`SourceError::UnknownSpec`].
@@ -19,6 +21,7 @@
 //! Errors are transient or fatal ([`SourceError::is_transient`]): a camera that times out or is
 //! unplugged keeps its source object alive and later calls to [`FrameSource::next`] recover.
 
+pub mod exec;
 mod interface;
 pub mod newest;
 pub mod replay;
@@ -47,6 +50,9 @@ pub enum Spec {
     Y4m(PathBuf),
     /// A directory of JPEG/PNG images: a path ending in `/`, or an existing directory.
     Dir(PathBuf),
+    /// A command whose stdout is MJPEG or YUV4MPEG2: `exec:COMMAND ARGS…` (the text after
+    /// the prefix, split into words when the source opens).
+    Exec(String),
     /// The clip built into the binary: `demo`.
     Demo,
 }
@@ -71,6 +77,9 @@ impl Spec {
         if s.is_empty() {
             return Err(unknown());
         }
+        if let Some(command) = s.strip_prefix(exec::PREFIX) {
+            return Ok(Spec::Exec(command.trim().to_string()));
+        }
         if s.starts_with("/dev/") {
             return Ok(Spec::Camera(s.to_string()));
         }
@@ -94,12 +103,18 @@ impl Spec {
         matches!(self, Spec::Camera(_))
     }
 
+    /// True for a live source: a camera, or a command (restarted when it ends; it cannot be
+    /// rewound or replayed).
+    pub fn is_live(&self) -> bool {
+        matches!(self, Spec::Camera(_) | Spec::Exec(_))
+    }
+
     /// The file, directory or device the spec names (`None` for the built-in demo clip).
     pub fn path(&self) -> Option<&Path> {
         match self {
             Spec::Camera(d) => Some(Path::new(d)),
             Spec::Mjpeg(p) | Spec::Y4m(p) | Spec::Dir(p) => Some(p),
-            Spec::Demo => None,
+            Spec::Demo | Spec::Exec(_) => None,
         }
     }
 }
@@ -130,6 +145,10 @@ pub fn open_spec(
         Spec::Dir(path) => Box::new(replay::ReplaySource::image_dir(path, opts)?),
         Spec::Mjpeg(path) => Box::new(replay::ReplaySource::mjpeg_file(path, opts)?),
         Spec::Y4m(path) => Box::new(replay::ReplaySource::y4m_file(path, opts)?),
+        Spec::Exec(command) => Box::new(exec::ExecSource::open(
+            &format!("{}{command}", exec::PREFIX),
+            opts,
+        )?),
     })
 }
 
@@ -159,6 +178,11 @@ mod tests {
         assert_eq!(p("clip.mjpeg"), Ok(Spec::Mjpeg("clip.mjpeg".into())));
         assert_eq!(p("x.y4m"), Ok(Spec::Y4m("x.y4m".into())));
         assert_eq!(p("frames/"), Ok(Spec::Dir("frames/".into())));
+        assert_eq!(
+            p(" exec: rpicam-vid -o - "),
+            Ok(Spec::Exec("rpicam-vid -o -".into()))
+        );
+        assert!(Spec::Exec("x".into()).is_live() && !Spec::Exec("x".into()).is_camera());
         let dir = std::env::temp_dir();
         let dir_s = dir.to_string_lossy().trim_end_matches('/').to_string();
         assert_eq!(p(&dir_s), Ok(Spec::Dir(PathBuf::from(&dir_s))));

@@ -189,6 +189,20 @@ impl ReplaySource {
         Self::y4m_from(path, Box::new(Cursor::new(data)), Some(len), opts)
     }
 
+    /// A YUV4MPEG2 stream from any reader (a pipe: never rewound), played like
+    /// [`ReplaySource::y4m_file`]; `path` only names the stream in messages.
+    ///
+    /// # Errors
+    /// As [`ReplaySource::y4m_file`], less the open; a stream too short for one frame is
+    /// found out by the first [`FrameSource::next`].
+    pub fn y4m_reader<R: std::io::Read + std::io::Seek + Send + 'static>(
+        path: &Path,
+        input: R,
+        opts: &SourceOptions,
+    ) -> Result<ReplaySource, SourceError> {
+        Self::y4m_from(path, Box::new(input), None, opts)
+    }
+
     fn y4m_from(
         path: &Path,
         input: Box<dyn ReadSeek>,
