@@ -20,6 +20,7 @@ use crate::events::{EventsConfig, Rules, ZonesConfig};
 use crate::files;
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
+use crate::metrics::MetricsConfig;
 use crate::schedule::ScheduleKind;
 use crate::source::Spec;
 use crate::track::TrackerConfig;
@@ -43,6 +44,8 @@ pub struct Config {
     pub events: EventsConfig,
     /// Named areas of the frame, `name = [[x, y], …]` in fractions of the frame.
     pub zones: ZonesConfig,
+    /// The Prometheus exporter (`/metrics`, node_exporter text file).
+    pub metrics: MetricsConfig,
 }
 
 /// `[source]`
@@ -405,6 +408,7 @@ impl Config {
         if let Err(errors) = Rules::new(&self.events, &self.zones) {
             p.extend(errors.into_iter().map(|e| Problem::new(e.key, e.message)));
         }
+        p.extend(metrics_problems(self.metrics.check_values()));
         p
     }
 
@@ -639,7 +643,15 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
     check_model(cfg, &mut p);
     check_cores(cfg, &mut p);
     check_tracks_file(cfg, &mut p);
+    p.extend(metrics_problems(cfg.metrics.check_environment()));
     p
+}
+
+fn metrics_problems(errors: Vec<crate::metrics::MetricsConfigError>) -> Vec<Problem> {
+    errors
+        .into_iter()
+        .map(|e| Problem::new(e.key, e.message))
+        .collect()
 }
 
 /// `source.spec` names a device that is there (or one the daemon waits for), or a file of a

@@ -9,6 +9,8 @@ use clap::Args;
 
 use crate::cli::exit::Failure;
 use crate::config::{Config, ConfigErrors, Problem};
+use crate::metrics::Metrics;
+use crate::notify::{Counters, Outlet, Outlets};
 use crate::pipeline::{self, EndReason, Part, Parts, RunOptions, Summary};
 use crate::service::{Notifier, Signals};
 
@@ -69,11 +71,15 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     };
     let mut parts = built.map_err(|e| startup_error(args, e))?;
     let mut cfg = cfg;
-    let opts = RunOptions {
+    // What the outlets did (MQTT, snapshots), read by the metrics; kept across reloads.
+    let counters = Arc::new(Counters::default());
+    let mut metrics = Metrics::reconcile(None, &cfg.metrics, &counters);
+    let mut opts = RunOptions {
         tracks_out: args.tracks_out.clone(),
         stop: signals.stop.clone(),
         reload: signals.reload.clone(),
         notifier: Some(notifier.clone()),
+        outlets: outlets(&metrics),
         ..RunOptions::default()
     };
     // Only the last run's summary is kept (a daemon reloaded every minute for months must not
@@ -100,6 +106,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             return stopped_while("reloading");
         };
         (cfg, parts) = (c, p);
+        metrics = Metrics::reconcile(metrics.take(), &cfg.metrics, &counters);
+        opts.outlets = outlets(&metrics);
         // What the ended run and a replaced model freed goes back to the kernel now, not at
         // the next stats report: a reload costs no memory however often it comes.
         crate::memory::release_free_memory();
@@ -108,6 +116,16 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     notifier.stopping();
     log_summary(&last, frames);
     Ok(())
+}
+
+/// The outlets a run tells: the metrics when they are on.
+fn outlets(metrics: &Option<Arc<Metrics>>) -> Outlets {
+    Outlets(
+        metrics
+            .iter()
+            .map(|m| m.clone() as Arc<dyn Outlet>)
+            .collect(),
+    )
 }
 
 /// `--tracks-out FILE` that can never work (a name longer than the system allows, the
