@@ -3,6 +3,8 @@
 #   libclang-dev : the `v4l` crate runs bindgen on <linux/videodev2.h> at build time
 #   pkg-config, gcc : C parts of dependencies (tract-linalg's assembly kernels)
 # With CROSS=1 also the ARM cross toolchains and qemu-user (cross builds and ARM tests).
+# With TEST_TOOLS=1 also prometheus, for its promtool that lints /metrics in tests/metrics.rs
+# (opt-in: the Debian package also installs and starts a Prometheus server; CI sets it).
 # Idempotent; uses sudo when not root. Prints nothing when everything is there.
 # When another apt/dpkg holds the package lock (Raspberry Pi OS runs unattended upgrades
 # after boot), it says so and waits for it, up to APT_LOCK_WAIT seconds (default 600).
@@ -10,6 +12,9 @@ set -euo pipefail
 pkgs=(libclang-dev gcc pkg-config)
 if [ "${CROSS:-0}" = 1 ]; then
   pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user)
+fi
+if [ "${TEST_TOOLS:-0}" = 1 ]; then
+  pkgs+=(prometheus)
 fi
 lock_wait=${APT_LOCK_WAIT:-600}
 

@@ -65,9 +65,12 @@ impl Latency {
     /// Each distinct recorded value (µs, the middle of its 3-significant-digit bucket) with
     /// its count, in ascending order: a window's samples for another histogram's buckets.
     pub fn recorded_us(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.0
-            .iter_recorded()
-            .map(|v| (self.0.median_equivalent(v.value_iterated_to()), v.count_at_value()))
+        self.0.iter_recorded().map(|v| {
+            (
+                self.0.median_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
     }
     /// Adds every sample of `other`.
     pub fn merge(&mut self, other: &Latency) {

@@ -500,7 +500,10 @@ fn only_the_pipeline_and_the_outlets_start_threads_and_only_the_pipeline_pins_co
         .iter()
         .flat_map(|r| files.iter().flat_map(move |(p, t)| check_rule(r, p, t)))
         .collect();
-    report("threads outside the pipeline and the outlets, or pinning outside the pipeline", problems);
+    report(
+        "threads outside the pipeline and the outlets, or pinning outside the pipeline",
+        problems,
+    );
 }
 
 #[test]
@@ -747,7 +750,10 @@ fn tidy_rules_fire_on_violations() {
     assert!(check_rule(threads, "src/metrics/server.rs", spawn).is_empty());
     // The exporter may start its thread but never pin it.
     let pin_here = "core_affinity::set_for_current(id);\n";
-    assert_eq!(check_rule(&THREAD_RULES[1], "src/metrics/server.rs", pin_here).len(), 1);
+    assert_eq!(
+        check_rule(&THREAD_RULES[1], "src/metrics/server.rs", pin_here).len(),
+        1
+    );
     assert!(check_rule(
         threads,
         "src/source/v4l2/streaming.rs",

@@ -73,7 +73,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let mut cfg = cfg;
     // What the outlets did (MQTT, snapshots), read by the metrics; kept across reloads.
     let counters = Arc::new(Counters::default());
-    let mut metrics = Metrics::reconcile(None, &cfg.metrics, &counters);
+    let mut metrics = Metrics::reconcile(None, &cfg.metrics, &cfg.events.labels, &counters);
     let mut opts = RunOptions {
         tracks_out: args.tracks_out.clone(),
         stop: signals.stop.clone(),
@@ -106,7 +106,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             return stopped_while("reloading");
         };
         (cfg, parts) = (c, p);
-        metrics = Metrics::reconcile(metrics.take(), &cfg.metrics, &counters);
+        metrics = Metrics::reconcile(metrics.take(), &cfg.metrics, &cfg.events.labels, &counters);
         opts.outlets = outlets(&metrics);
         // What the ended run and a replaced model freed goes back to the kernel now, not at
         // the next stats report: a reload costs no memory however often it comes.

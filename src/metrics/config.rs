@@ -88,9 +88,9 @@ impl MetricsConfig {
         }
         if let Some(path) = self.textfile_path() {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            let prom = name
-                .as_deref()
-                .is_some_and(|n| n.len() > ".prom".len() && n.ends_with(".prom") && !n.starts_with('.'));
+            let prom = name.as_deref().is_some_and(|n| {
+                n.len() > ".prom".len() && n.ends_with(".prom") && !n.starts_with('.')
+            });
             if !path.is_absolute() || !prom {
                 p.push(err(
                     "metrics.textfile",
@@ -162,7 +162,13 @@ mod tests {
     #[test]
     fn addresses_and_file_names_are_checked() {
         let mut c = MetricsConfig::default();
-        for bad in ["localhost:9464", "127.0.0.1", "127.0.0.1:0", "1.2.3.4:99999", ":9464"] {
+        for bad in [
+            "localhost:9464",
+            "127.0.0.1",
+            "127.0.0.1:0",
+            "1.2.3.4:99999",
+            ":9464",
+        ] {
             c.listen = bad.into();
             assert_eq!(keys(&c), ["metrics.listen"], "{bad}");
         }
@@ -196,7 +202,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = MetricsConfig {
             enabled: true,
-            textfile: dir.path().join("no/such/lookout.prom").display().to_string(),
+            textfile: dir
+                .path()
+                .join("no/such/lookout.prom")
+                .display()
+                .to_string(),
             ..MetricsConfig::default()
         };
         let e = c.check_environment();

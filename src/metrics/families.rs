@@ -24,9 +24,7 @@ const AGE_BOUNDS: &[f64] = &[
     0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0,
 ];
 /// Tracker time per frame buckets (seconds).
-const TRACK_BOUNDS: &[f64] = &[
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
-];
+const TRACK_BOUNDS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1];
 
 /// Why a detection was handed to the model (`schedule::Cause`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -158,7 +156,7 @@ impl Families {
         );
         r.register(
             "events",
-            "Events started, by label (a label appears with its first event)",
+            "Events started, by label (the labels of events.labels from the start, others with their first event)",
             self.events.clone(),
         );
         r.register("tracks_active", "Confirmed tracks now", self.tracks.clone());
@@ -168,9 +166,21 @@ impl Families {
             self.mqtt_connected.clone(),
         );
         let histograms = [
-            ("model_duration", "Model time per detection (preprocessing excluded)", &self.model),
-            ("frame_age", "Frame age when its results were published (capture to publication)", &self.frame_age),
-            ("track_duration", "Tracker time per frame (gray plane, tracker step, reconciliation)", &self.track),
+            (
+                "model_duration",
+                "Model time per detection (preprocessing excluded)",
+                &self.model,
+            ),
+            (
+                "frame_age",
+                "Frame age when its results were published (capture to publication)",
+                &self.frame_age,
+            ),
+            (
+                "track_duration",
+                "Tracker time per frame (gray plane, tracker step, reconciliation)",
+                &self.track,
+            ),
         ];
         for (name, help, h) in histograms {
             r.register_with_unit(name, help, Unit::Seconds, h.clone());
@@ -198,6 +208,16 @@ impl Families {
         );
     }
 
+    /// Labels whose events are counted from 0 before the first one (a rate needs the series
+    /// before its first increment); other labels appear with their first event.
+    pub fn expect_labels(&self, labels: &[String]) {
+        for label in labels {
+            let _ = self.events.get_or_create(&ObjectLabel {
+                label: label.clone(),
+            });
+        }
+    }
+
     /// One started event of `label`.
     pub fn event_started(&self, label: &str) {
         self.events
@@ -222,7 +242,9 @@ impl Families {
             w.detect_uncertain,
             w.detect_idle,
         ]) {
-            self.detections.get_or_create(&CauseLabel { cause }).inc_by(n);
+            self.detections
+                .get_or_create(&CauseLabel { cause })
+                .inc_by(n);
         }
         add_latency(&self.model, &w.model);
         add_latency(&self.frame_age, &w.age);
@@ -236,9 +258,17 @@ impl Families {
             let l = &mut *last;
             for (counter, source, seen) in [
                 (&self.mqtt_sent, &counters.mqtt_sent, &mut l.mqtt_sent),
-                (&self.mqtt_dropped, &counters.mqtt_dropped, &mut l.mqtt_dropped),
+                (
+                    &self.mqtt_dropped,
+                    &counters.mqtt_dropped,
+                    &mut l.mqtt_dropped,
+                ),
                 (&self.snapshots, &counters.snapshots, &mut l.snapshots),
-                (&self.snapshots_failed, &counters.snapshots_failed, &mut l.snapshots_failed),
+                (
+                    &self.snapshots_failed,
+                    &counters.snapshots_failed,
+                    &mut l.snapshots_failed,
+                ),
             ] {
                 let now = source.load(Ordering::Relaxed);
                 counter.inc_by(now.saturating_sub(*seen));
@@ -261,7 +291,9 @@ impl Families {
     /// Everything in the Prometheus text format (version 0.0.4), ending with a newline.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8 * 1024);
-        if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry) {
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        {
             // Writing into a String cannot fail; a metric's own encoder could. Say so in the
             // body (a comment line keeps it valid) rather than serve half of it silently.
             out.clear();
@@ -332,29 +364,90 @@ mod tests {
         f.window(&w, &report, &counters);
         let t = f.render();
         assert!(t.ends_with('\n'));
-        assert!(t.contains("# TYPE lookout_frames_processed_total counter\n"), "{t}");
-        assert_eq!(line(&t, "lookout_frames_processed_total "), "lookout_frames_processed_total 60");
-        assert_eq!(line(&t, "lookout_frames_captured_total "), "lookout_frames_captured_total 62");
-        assert_eq!(line(&t, "lookout_frames_dropped_total "), "lookout_frames_dropped_total 2");
-        assert_eq!(line(&t, "lookout_detections_skipped_total "), "lookout_detections_skipped_total 8");
-        assert_eq!(line(&t, "lookout_detections_total{cause=\"motion\"}"), "lookout_detections_total{cause=\"motion\"} 4");
-        assert_eq!(line(&t, "lookout_detections_total{cause=\"uncertain\"}"), "lookout_detections_total{cause=\"uncertain\"} 0");
-        assert_eq!(line(&t, "lookout_events_total{"), "lookout_events_total{label=\"person\"} 1");
-        assert_eq!(line(&t, "lookout_tracks_active "), "lookout_tracks_active 2");
-        assert_eq!(line(&t, "lookout_mqtt_messages_sent_total "), "lookout_mqtt_messages_sent_total 9");
-        assert_eq!(line(&t, "lookout_mqtt_connected "), "lookout_mqtt_connected 1");
+        assert!(
+            t.contains("# TYPE lookout_frames_processed_total counter\n"),
+            "{t}"
+        );
+        assert_eq!(
+            line(&t, "lookout_frames_processed_total "),
+            "lookout_frames_processed_total 60"
+        );
+        assert_eq!(
+            line(&t, "lookout_frames_captured_total "),
+            "lookout_frames_captured_total 62"
+        );
+        assert_eq!(
+            line(&t, "lookout_frames_dropped_total "),
+            "lookout_frames_dropped_total 2"
+        );
+        assert_eq!(
+            line(&t, "lookout_detections_skipped_total "),
+            "lookout_detections_skipped_total 8"
+        );
+        assert_eq!(
+            line(&t, "lookout_detections_total{cause=\"motion\"}"),
+            "lookout_detections_total{cause=\"motion\"} 4"
+        );
+        assert_eq!(
+            line(&t, "lookout_detections_total{cause=\"uncertain\"}"),
+            "lookout_detections_total{cause=\"uncertain\"} 0"
+        );
+        assert_eq!(
+            line(&t, "lookout_events_total{"),
+            "lookout_events_total{label=\"person\"} 1"
+        );
+        assert_eq!(
+            line(&t, "lookout_tracks_active "),
+            "lookout_tracks_active 2"
+        );
+        assert_eq!(
+            line(&t, "lookout_mqtt_messages_sent_total "),
+            "lookout_mqtt_messages_sent_total 9"
+        );
+        assert_eq!(
+            line(&t, "lookout_mqtt_connected "),
+            "lookout_mqtt_connected 1"
+        );
         // Histograms: cumulative buckets in seconds, +Inf, sum and count.
-        assert!(t.contains("# TYPE lookout_model_duration_seconds histogram\n"), "{t}");
-        assert_eq!(line(&t, "lookout_model_duration_seconds_bucket{le=\"0.035\"}"), "lookout_model_duration_seconds_bucket{le=\"0.035\"} 0");
-        assert_eq!(line(&t, "lookout_model_duration_seconds_bucket{le=\"0.05\"}"), "lookout_model_duration_seconds_bucket{le=\"0.05\"} 4");
-        assert_eq!(line(&t, "lookout_model_duration_seconds_bucket{le=\"0.2\"}"), "lookout_model_duration_seconds_bucket{le=\"0.2\"} 6");
-        assert_eq!(line(&t, "lookout_model_duration_seconds_bucket{le=\"+Inf\"}"), "lookout_model_duration_seconds_bucket{le=\"+Inf\"} 6");
-        assert_eq!(line(&t, "lookout_model_duration_seconds_count"), "lookout_model_duration_seconds_count 6");
-        let sum: f64 = line(&t, "lookout_model_duration_seconds_sum ")[35..].trim().parse().unwrap();
+        assert!(
+            t.contains("# TYPE lookout_model_duration_seconds histogram\n"),
+            "{t}"
+        );
+        assert_eq!(
+            line(&t, "lookout_model_duration_seconds_bucket{le=\"0.035\"}"),
+            "lookout_model_duration_seconds_bucket{le=\"0.035\"} 0"
+        );
+        assert_eq!(
+            line(&t, "lookout_model_duration_seconds_bucket{le=\"0.05\"}"),
+            "lookout_model_duration_seconds_bucket{le=\"0.05\"} 4"
+        );
+        assert_eq!(
+            line(&t, "lookout_model_duration_seconds_bucket{le=\"0.2\"}"),
+            "lookout_model_duration_seconds_bucket{le=\"0.2\"} 6"
+        );
+        assert_eq!(
+            line(&t, "lookout_model_duration_seconds_bucket{le=\"+Inf\"}"),
+            "lookout_model_duration_seconds_bucket{le=\"+Inf\"} 6"
+        );
+        assert_eq!(
+            line(&t, "lookout_model_duration_seconds_count"),
+            "lookout_model_duration_seconds_count 6"
+        );
+        let sum: f64 = line(&t, "lookout_model_duration_seconds_sum ")[35..]
+            .trim()
+            .parse()
+            .unwrap();
         assert!((sum - 0.52).abs() < 0.002, "{sum}");
-        assert_eq!(line(&t, "lookout_frame_age_seconds_count"), "lookout_frame_age_seconds_count 2");
-        assert!(line(&t, "lookout_build_info{").contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))));
+        assert_eq!(
+            line(&t, "lookout_frame_age_seconds_count"),
+            "lookout_frame_age_seconds_count 2"
+        );
+        assert!(line(&t, "lookout_build_info{")
+            .contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))));
         assert!(line(&t, "process_cpu_seconds_total ").len() > "process_cpu_seconds_total ".len());
-        assert!(t.contains("# TYPE process_resident_memory_bytes gauge\n"), "{t}");
+        assert!(
+            t.contains("# TYPE process_resident_memory_bytes gauge\n"),
+            "{t}"
+        );
     }
 }

@@ -59,10 +59,16 @@ struct Running {
 }
 
 impl Metrics {
-    /// The metrics of `cfg` (assumed enabled), reading the outlets' `counters`; starts the
-    /// exporter thread. Problems (a port taken, no thread) are logged, never fatal.
-    pub fn new(cfg: &MetricsConfig, counters: Arc<Counters>) -> Arc<Metrics> {
+    /// The metrics of `cfg` (assumed enabled), reading the outlets' `counters`, with the
+    /// events of `event_labels` (`[events] labels`) counted from 0; starts the exporter
+    /// thread. Problems (a port taken, no thread) are logged, never fatal.
+    pub fn new(
+        cfg: &MetricsConfig,
+        event_labels: &[String],
+        counters: Arc<Counters>,
+    ) -> Arc<Metrics> {
         let families = Families::new();
+        families.expect_labels(event_labels);
         let shared = match Shared::new(families.render()) {
             Ok(s) => Some(Arc::new(s)),
             Err(e) => {
@@ -85,14 +91,16 @@ impl Metrics {
     pub fn reconcile(
         current: Option<Arc<Metrics>>,
         cfg: &MetricsConfig,
+        event_labels: &[String],
         counters: &Arc<Counters>,
     ) -> Option<Arc<Metrics>> {
         match (current, cfg.enabled) {
             (Some(m), true) => {
+                m.families.expect_labels(event_labels);
                 m.apply(cfg);
                 Some(m)
             }
-            (None, true) => Some(Metrics::new(cfg, counters.clone())),
+            (None, true) => Some(Metrics::new(cfg, event_labels, counters.clone())),
             (Some(m), false) => {
                 m.stop();
                 log::info!(LOOKOUT_EVENT = "metrics"; "metrics: off (metrics.enabled = false)");
@@ -143,7 +151,9 @@ impl Metrics {
         }
         match Exporter::spawn(listener, textfile.clone(), shared.clone()) {
             Ok(ex) => {
-                let serving = ex.address.map_or("no HTTP server".into(), |a| format!("serving http://{a}/metrics"));
+                let serving = ex.address.map_or("no HTTP server".into(), |a| {
+                    format!("serving /metrics on {a}")
+                });
                 let file = textfile.map_or(String::new(), |p| format!(", writing {}", p.display()));
                 log::info!(LOOKOUT_EVENT = "metrics"; "metrics: {serving}{file} (updated every pipeline.stats_interval)");
                 r.exporter = Some(ex);

@@ -300,12 +300,36 @@ fn serve(mut stream: TcpStream, body: &str) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     let head = read_head(&mut stream, deadline)?;
     let response = match head {
-        None => respond(431, "Request Header Fields Too Large", "text/plain", "request head too large\n", false),
+        None => respond(
+            431,
+            "Request Header Fields Too Large",
+            "text/plain",
+            "request head too large\n",
+            false,
+        ),
         Some(h) => match parse_request(&h) {
             Ask::Metrics { head } => respond(200, "OK", CONTENT_TYPE, body, head),
-            Ask::NotFound => respond(404, "Not Found", "text/plain", "lookout serves /metrics only\n", false),
-            Ask::NotAllowed => respond(405, "Method Not Allowed", "text/plain", "GET or HEAD only\n", false),
-            Ask::Bad => respond(400, "Bad Request", "text/plain", "not an HTTP/1 request\n", false),
+            Ask::NotFound => respond(
+                404,
+                "Not Found",
+                "text/plain",
+                "lookout serves /metrics only\n",
+                false,
+            ),
+            Ask::NotAllowed => respond(
+                405,
+                "Method Not Allowed",
+                "text/plain",
+                "GET or HEAD only\n",
+                false,
+            ),
+            Ask::Bad => respond(
+                400,
+                "Bad Request",
+                "text/plain",
+                "not an HTTP/1 request\n",
+                false,
+            ),
         },
     };
     stream.set_write_timeout(Some(remaining(deadline)?))?;
@@ -395,13 +419,24 @@ mod tests {
     #[test]
     fn request_lines_are_read_strictly() {
         let m = |h: &str| parse_request(h.as_bytes());
-        assert_eq!(m("GET /metrics HTTP/1.1\r\nHost: x\r\n"), Ask::Metrics { head: false });
+        assert_eq!(
+            m("GET /metrics HTTP/1.1\r\nHost: x\r\n"),
+            Ask::Metrics { head: false }
+        );
         assert_eq!(m("GET /metrics?x=1 HTTP/1.0"), Ask::Metrics { head: false });
         assert_eq!(m("HEAD /metrics HTTP/1.1"), Ask::Metrics { head: true });
         assert_eq!(m("GET / HTTP/1.1"), Ask::NotFound);
         assert_eq!(m("GET /metrics/ HTTP/1.1"), Ask::NotFound);
         assert_eq!(m("POST /metrics HTTP/1.1"), Ask::NotAllowed);
-        for bad in ["", "GET", "GET /metrics", "GET /metrics HTTP/2", "GET  /metrics HTTP/1.1", "\u{0}\u{1}", "GET /metrics HTTP/1.1 x"] {
+        for bad in [
+            "",
+            "GET",
+            "GET /metrics",
+            "GET /metrics HTTP/2",
+            "GET  /metrics HTTP/1.1",
+            "\u{0}\u{1}",
+            "GET /metrics HTTP/1.1 x",
+        ] {
             assert_eq!(m(bad), Ask::Bad, "{bad:?}");
         }
         assert_eq!(parse_request(&[0xff, 0xfe, b' ']), Ask::Bad);
@@ -409,7 +444,10 @@ mod tests {
 
     #[test]
     fn heads_end_at_the_blank_line() {
-        assert_eq!(find_blank_line(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"), Some(20));
+        assert_eq!(
+            find_blank_line(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"),
+            Some(20)
+        );
         assert_eq!(find_blank_line(b"GET / HTTP/1.1\n\n"), Some(14));
         assert_eq!(find_blank_line(b"GET / HTTP/1.1\r\n"), None);
     }
@@ -430,13 +468,19 @@ mod tests {
         let addr = ex.address.unwrap();
         let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
-        assert!(r.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")), "{r}");
+        assert!(
+            r.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")),
+            "{r}"
+        );
         assert!(r.ends_with("\r\n\r\na 1\n"), "{r}");
         shared.publish("a 2\n".into());
         assert!(get(addr, "GET /metrics HTTP/1.0\r\n\r\n").ends_with("\r\n\r\na 2\n"));
         assert!(get(addr, "GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
         assert!(get(addr, "DELETE /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
-        let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "y".repeat(MAX_HEAD));
+        let huge = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n",
+            "y".repeat(MAX_HEAD)
+        );
         assert!(get(addr, &huge).starts_with("HTTP/1.1 431 "));
         // A client that connects and says nothing is dropped at the deadline; the next scrape
         // is answered after it, not never.
@@ -445,7 +489,10 @@ mod tests {
         assert!(get(addr, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
         assert!(t0.elapsed() < DEADLINE + Duration::from_secs(3));
         drop(ex);
-        assert!(TcpStream::connect(addr).is_err(), "the listener is closed with the exporter");
+        assert!(
+            TcpStream::connect(addr).is_err(),
+            "the listener is closed with the exporter"
+        );
     }
 
     #[test]
@@ -458,13 +505,19 @@ mod tests {
         shared.publish("a 2\n".into());
         let t0 = Instant::now();
         while std::fs::read_to_string(&path).ok().as_deref() != Some("a 2\n") {
-            assert!(t0.elapsed() < Duration::from_secs(10), "text file not written");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "text file not written"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o644);
         drop(ex);
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, ["lookout.prom"], "no temporary file left behind");
     }
 }
