@@ -120,7 +120,8 @@ impl Metrics {
         self.families.render()
     }
 
-    /// Stops the exporter thread (waits for it: at most [`server::DEADLINE`]).
+    /// Stops the exporter thread (waits for it: a connection in progress is abandoned within
+    /// about 50 ms).
     pub fn stop(&self) {
         let mut r = self.lock();
         r.exporter = None;

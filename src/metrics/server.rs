@@ -31,6 +31,10 @@ pub const MAX_HEAD: usize = 8 * 1024;
 /// Longest a connection may take, from accept to the last byte of the response.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
+/// How often a wait for a client looks at the stop flag: stopping the exporter (a reload, the
+/// end of the daemon) waits at most about this long for a connection in progress.
+const SLICE: Duration = Duration::from_millis(50);
+
 /// What the tracker thread hands the exporter: the latest rendering, a counter of renderings
 /// and a wake-up (an eventfd) for the text file.
 #[derive(Debug)]
@@ -75,8 +79,8 @@ impl Shared {
     }
 }
 
-/// A running exporter thread; dropping it stops the thread and waits for it (at most
-/// [`DEADLINE`] while it serves a connection).
+/// A running exporter thread; dropping it stops the thread and waits for it (a connection in
+/// progress is abandoned within about 50 ms).
 #[derive(Debug)]
 pub struct Exporter {
     stop: Arc<AtomicBool>,
@@ -195,7 +199,7 @@ impl Worker {
                 Ok((stream, _)) => {
                     let body = self.shared.body();
                     // A client that goes away or stalls is its own problem.
-                    let _ = serve(stream, &body);
+                    let _ = serve(stream, &body, &self.stop);
                 }
                 // WouldBlock: none left; anything else (a connection reset before accept,
                 // out of descriptors): try again at the next readiness.
@@ -294,58 +298,64 @@ pub fn parse_request(head: &[u8]) -> Ask {
     }
 }
 
-/// One connection: the request head within the deadline, one response, closed.
-fn serve(mut stream: TcpStream, body: &str) -> std::io::Result<()> {
+/// One connection: the request head within the deadline, one response, closed; abandoned
+/// when `stop` is raised.
+fn serve(mut stream: TcpStream, body: &str, stop: &AtomicBool) -> std::io::Result<()> {
     let deadline = Instant::now() + DEADLINE;
     stream.set_nonblocking(false)?;
-    let head = read_head(&mut stream, deadline)?;
-    let response = match head {
-        None => respond(
+    let head = Reader {
+        stream: &mut stream,
+        deadline,
+        stop,
+    }
+    .head()?;
+    let (code, reason, content_type, text, head_only) = match head.as_deref().map(parse_request) {
+        None => (
             431,
             "Request Header Fields Too Large",
             "text/plain",
             "request head too large\n",
             false,
         ),
-        Some(h) => match parse_request(&h) {
-            Ask::Metrics { head } => respond(200, "OK", CONTENT_TYPE, body, head),
-            Ask::NotFound => respond(
-                404,
-                "Not Found",
-                "text/plain",
-                "lookout serves /metrics only\n",
-                false,
-            ),
-            Ask::NotAllowed => respond(
-                405,
-                "Method Not Allowed",
-                "text/plain",
-                "GET or HEAD only\n",
-                false,
-            ),
-            Ask::Bad => respond(
-                400,
-                "Bad Request",
-                "text/plain",
-                "not an HTTP/1 request\n",
-                false,
-            ),
-        },
+        Some(Ask::Metrics { head }) => (200, "OK", CONTENT_TYPE, body, head),
+        Some(Ask::NotFound) => (
+            404,
+            "Not Found",
+            "text/plain",
+            "lookout serves /metrics only\n",
+            false,
+        ),
+        Some(Ask::NotAllowed) => (
+            405,
+            "Method Not Allowed",
+            "text/plain",
+            "GET or HEAD only\n",
+            false,
+        ),
+        Some(Ask::Bad) => (
+            400,
+            "Bad Request",
+            "text/plain",
+            "not an HTTP/1 request\n",
+            false,
+        ),
     };
+    let response = respond(code, reason, content_type, text, head_only);
     stream.set_write_timeout(Some(remaining(deadline)?))?;
     stream.write_all(response.as_bytes())?;
-    if !response.starts_with("HTTP/1.1 200") {
+    if code != 200 {
         // What the client sent beyond what was read would make the close a reset that can
         // destroy the response before the client reads it: read the rest first (bounded).
         let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut reader = Reader {
+            stream: &mut stream,
+            deadline,
+            stop,
+        };
         let mut sink = [0u8; 4096];
         let mut left: usize = 64 * 1024;
         while left > 0 {
-            let Ok(d) = remaining(deadline) else { break };
-            if stream.set_read_timeout(Some(d)).is_err() {
-                break;
-            }
-            match stream.read(&mut sink) {
+            match reader.read(&mut sink) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => left = left.saturating_sub(n),
             }
@@ -355,27 +365,52 @@ fn serve(mut stream: TcpStream, body: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The request head (through the blank line), `None` when it is longer than [`MAX_HEAD`]; an
-/// error when the client closes or the deadline passes first.
-fn read_head(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Option<Vec<u8>>> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    loop {
-        stream.set_read_timeout(Some(remaining(deadline)?))?;
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+/// Reads from a client within a deadline, in slices that look at the stop flag.
+struct Reader<'a> {
+    stream: &'a mut TcpStream,
+    deadline: Instant,
+    stop: &'a AtomicBool,
+}
+
+impl Reader<'_> {
+    /// One `read`: waits for data until the deadline (`TimedOut`) or a stop (`Interrupted`).
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return Err(Interrupted.into());
+            }
+            let slice = remaining(self.deadline)?.min(SLICE);
+            self.stream.set_read_timeout(Some(slice))?;
+            match self.stream.read(buf) {
+                Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => continue,
+                other => return other,
+            }
         }
-        head.extend_from_slice(&buf[..n]);
-        if let Some(end) = find_blank_line(&head) {
-            if end > MAX_HEAD {
+    }
+
+    /// The request head (through the blank line), `None` when it is longer than
+    /// [`MAX_HEAD`]; an error when the client closes, the deadline passes or a stop comes
+    /// first.
+    fn head(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        let mut head = Vec::with_capacity(512);
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = self.read(&mut buf)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            head.extend_from_slice(&buf[..n]);
+            if let Some(end) = find_blank_line(&head) {
+                if end > MAX_HEAD {
+                    return Ok(None);
+                }
+                head.truncate(end);
+                return Ok(Some(head));
+            }
+            if head.len() > MAX_HEAD {
                 return Ok(None);
             }
-            head.truncate(end);
-            return Ok(Some(head));
-        }
-        if head.len() > MAX_HEAD {
-            return Ok(None);
         }
     }
 }
@@ -488,7 +523,16 @@ mod tests {
         let t0 = Instant::now();
         assert!(get(addr, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
         assert!(t0.elapsed() < DEADLINE + Duration::from_secs(3));
+        // Stopping does not wait for a silent client's deadline.
+        let _silent = TcpStream::connect(addr).unwrap();
+        std::thread::sleep(Duration::from_millis(100)); // let the exporter take it
+        let t0 = Instant::now();
         drop(ex);
+        assert!(
+            t0.elapsed() < DEADLINE / 2,
+            "stopping took {:?}",
+            t0.elapsed()
+        );
         assert!(
             TcpStream::connect(addr).is_err(),
             "the listener is closed with the exporter"
