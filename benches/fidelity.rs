@@ -49,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         inference_only: None,
         truth: std::env::var_os("LOOKOUT_FIDELITY_TRUTH").map(PathBuf::from),
         stop: Default::default(),
+        outlets: Default::default(),
     };
     let report = bench::run(&settings, &mut Line(std::io::stderr().is_terminal()))?;
     print!("{}", lookout::cli::bench::render_table(&report));

@@ -2,22 +2,27 @@
 # setup.sh — install what building lookout needs on Debian/Ubuntu/Raspberry Pi OS, once.
 #   libclang-dev : the `v4l` crate runs bindgen on <linux/videodev2.h> at build time
 #   pkg-config, gcc : C parts of dependencies (tract-linalg's assembly kernels)
-#   ffmpeg       : tests only — the YUV4MPEG2 and RTSP-shaped `exec:` source tests
+#   (TESTS=1) ffmpeg: the YUV4MPEG2 and RTSP-shaped `exec:` source tests
 #                  (tests/exec_source.rs, skipped with a notice without it)
 # With CROSS=1 also the ARM cross toolchains and qemu-user (cross builds and ARM tests).
 # With TESTS=1 (scripts/test.sh) also what the tests run for real: mosquitto and its clients
 # (the MQTT tests start their own broker on a free loopback port; Debian's package also
 # starts a system broker on 127.0.0.1:1883, which the tests leave alone).
+# With TEST_TOOLS=1 also prometheus, for its promtool that lints /metrics in tests/metrics.rs
+# (opt-in: the Debian package also installs and starts a Prometheus server; CI sets it).
 # Idempotent; uses sudo when not root. Prints nothing when everything is there.
 # When another apt/dpkg holds the package lock (Raspberry Pi OS runs unattended upgrades
 # after boot), it says so and waits for it, up to APT_LOCK_WAIT seconds (default 600).
 set -euo pipefail
-pkgs=(libclang-dev gcc pkg-config ffmpeg)
+pkgs=(libclang-dev gcc pkg-config)
 if [ "${CROSS:-0}" = 1 ]; then
   pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user)
 fi
 if [ "${TESTS:-0}" = 1 ]; then
-  pkgs+=(mosquitto mosquitto-clients)
+  pkgs+=(mosquitto mosquitto-clients ffmpeg)
+fi
+if [ "${TEST_TOOLS:-0}" = 1 ]; then
+  pkgs+=(prometheus)
 fi
 lock_wait=${APT_LOCK_WAIT:-600}
 

@@ -20,6 +20,7 @@ use crate::events::{EventsConfig, Rules, ZonesConfig};
 use crate::files;
 use crate::frame::PixelFormat;
 use crate::geom::ResizeMode;
+use crate::metrics::MetricsConfig;
 use crate::mqtt::MqttConfig;
 use crate::schedule::ScheduleKind;
 use crate::snapshot::SnapshotsConfig;
@@ -49,6 +50,8 @@ pub struct Config {
     pub mqtt: MqttConfig,
     /// Pictures of events.
     pub snapshots: SnapshotsConfig,
+    /// The Prometheus exporter (`/metrics`, node_exporter text file).
+    pub metrics: MetricsConfig,
 }
 
 /// `[source]`
@@ -423,6 +426,7 @@ impl Config {
                 .into_iter()
                 .map(|(k, m)| Problem::new(k, m)),
         );
+        p.extend(metrics_problems(self.metrics.check_values()));
         p
     }
 
@@ -668,7 +672,15 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
     for (k, m) in cfg.snapshots.check_environment() {
         p.push(Problem::new(k, m));
     }
+    p.extend(metrics_problems(cfg.metrics.check_environment()));
     p
+}
+
+fn metrics_problems(errors: Vec<crate::metrics::MetricsConfigError>) -> Vec<Problem> {
+    errors
+        .into_iter()
+        .map(|e| Problem::new(e.key, e.message))
+        .collect()
 }
 
 /// `source.spec` names a device that is there (or one the daemon waits for), or a file of a

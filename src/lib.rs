@@ -22,6 +22,7 @@ pub mod geom;
 pub mod interrupt;
 pub mod logging;
 pub mod memory;
+pub mod metrics;
 pub mod mqtt;
 pub mod notify;
 pub mod output;

@@ -62,6 +62,16 @@ impl Latency {
     pub fn count(&self) -> u64 {
         self.0.len()
     }
+    /// Each distinct recorded value (µs, the middle of its 3-significant-digit bucket) with
+    /// its count, in ascending order: a window's samples for another histogram's buckets.
+    pub fn recorded_us(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.0.iter_recorded().map(|v| {
+            (
+                self.0.median_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
+    }
     /// Adds every sample of `other`.
     pub fn merge(&mut self, other: &Latency) {
         let _ = self.0.add(&other.0);
@@ -411,6 +421,20 @@ pub fn log_event(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorded_values_come_with_their_counts() {
+        let mut l = Latency::default();
+        for ms in [5, 5, 5, 120] {
+            l.record(Duration::from_millis(ms));
+        }
+        let v: Vec<(u64, u64)> = l.recorded_us().collect();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].1, 3);
+        assert!(v[0].0.abs_diff(5_000) <= 5, "{v:?}");
+        assert_eq!(v[1].1, 1);
+        assert!(v[1].0.abs_diff(120_000) <= 120, "{v:?}");
+    }
 
     #[test]
     fn quantiles_and_rates() {

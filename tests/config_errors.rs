@@ -132,6 +132,16 @@ const CASES: &[Case] = &[
     case("client key without certificate", "[mqtt]\nclient_key = \"/etc/k.pem\"\n", "mqtt.client_key", Some(2), "go together"),
     case("snapshot quality 0", "[snapshots]\nquality = 0\n", "snapshots.quality", Some(2), "1–100"),
     case("snapshot dir is a file", "[snapshots]\ndir = \"/proc/version\"\n", "snapshots.dir", Some(2), "not a directory"),
+    // --- metrics ---------------------------------------------------------------------------
+    case("unknown key in [metrics]", "[metrics]\nport = 9464\n", "metrics.port", Some(2), "unknown field"),
+    case("metrics enabled as a word", "[metrics]\nenabled = \"yes\"\n", "metrics.enabled", Some(2), "invalid type"),
+    case("metrics listen a host name", "[metrics]\nlisten = \"localhost:9464\"\n", "metrics.listen", Some(2), "IP:PORT"),
+    case("metrics listen without a port", "[metrics]\nenabled = true\nlisten = \"127.0.0.1\"\n", "metrics.listen", Some(3), "\"127.0.0.1\""),
+    case("metrics listen on port 0", "[metrics]\nlisten = \"127.0.0.1:0\"\n", "metrics.listen", Some(2), "port in 1..=65535"),
+    case("metrics text file not *.prom", "[metrics]\ntextfile = \"/var/lib/lookout/lookout.txt\"\n", "metrics.textfile", Some(2), "*.prom"),
+    case("metrics text file relative", "[metrics]\ntextfile = \"lookout.prom\"\n", "metrics.textfile", Some(2), "absolute path"),
+    case("metrics on with nowhere to go", "[metrics]\nenabled = true\nlisten = \"\"\n", "metrics.enabled", Some(2), "nothing to export"),
+    case("metrics text file in a missing directory", "[metrics]\nenabled = true\ntextfile = \"{tmp}/no-such-dir/lookout.prom\"\n", "metrics.textfile", Some(3), "no such directory"),
     // --- things that do not exist --------------------------------------------------------
     case("missing camera, waiting turned off", "[source]\nspec = \"/dev/video99\"\nwait_for_camera = false\n", "source.spec", Some(2), "no such device"),
     case("missing device that can never be a camera", "[source]\nspec = \"/dev/lookout-no-such-node\"\n", "source.spec", Some(2), "lookout waits only for /dev/videoN"),

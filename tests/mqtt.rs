@@ -207,8 +207,31 @@ fn config(port: u16, client_id: &str, looped: bool, extra: &str) -> String {
     )
 }
 
+/// A `lookout run` child, killed if a failing test leaves it running.
+struct Daemon(Child);
+
+impl std::ops::Deref for Daemon {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `lookout run` on `cfg`, its log in `dir/log`.
-fn lookout(dir: &Path, cfg: &str) -> (Child, PathBuf) {
+fn lookout(dir: &Path, cfg: &str) -> (Daemon, PathBuf) {
     let path = dir.join("lookout.toml");
     std::fs::write(&path, cfg).unwrap();
     let log = dir.join("log");
@@ -222,7 +245,7 @@ fn lookout(dir: &Path, cfg: &str) -> (Child, PathBuf) {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    (child, log)
+    (Daemon(child), log)
 }
 
 fn log_of(path: &Path) -> String {

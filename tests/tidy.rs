@@ -2,9 +2,11 @@
 //! ARCHITECTURE.md states, enforced by reading the source tree instead of trusting prose.
 //!
 //! - `tract` is imported only under `src/detect/`.
-//! - Threads are spawned and cores pinned only in the pipeline (`src/pipeline/`). The precise
-//!   allow list is [`THREAD_RULES`]: each API that starts threads or touches CPU affinity, and
-//!   the files that may use it.
+//! - Threads are spawned only in the pipeline (`src/pipeline/`) and in the outlets that run a
+//!   thread of their own, which the tracker thread hands work to and never waits for
+//!   (`src/metrics/`: the exporter); cores are pinned only in the pipeline. The precise allow
+//!   list is [`THREAD_RULES`]: each API that starts threads or touches CPU affinity, and the
+//!   files that may use it.
 //! - No `.unwrap()`, `.expect(` or `panic!` in non-test code (also denied by clippy through
 //!   `#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]`
 //!   in `src/lib.rs` and `src/main.rs`, which this file checks are still there).
@@ -73,14 +75,16 @@ const UNSAFE_RULE: Rule = Rule {
 /// they start nothing.
 const THREAD_RULES: &[Rule] = &[
     Rule {
-        what: "threads are spawned only by the pipeline",
+        // An outlet (notify::Outlet) that has network or file work runs it on one named,
+        // unpinned thread of its own: the metrics exporter (`lookout-metrics`), MQTT (`lookout-mqtt`, `lookout-mqtt-send`), snapshots (`lookout-snapshot`).
+        what: "threads are spawned only by the pipeline and the outlets' own threads (metrics, MQTT, snapshots)",
         needles: &[
             "thread::spawn",
             "thread::Builder",
             "thread::scope",
             "spawn_scoped",
         ],
-        allowed: &["src/pipeline/"],
+        allowed: &["src/pipeline/", "src/metrics/", "src/mqtt/", "src/snapshot/"],
     },
     Rule {
         what: "threads are pinned to cores only by the pipeline",
@@ -490,13 +494,16 @@ fn only_the_mmap_queue_is_unsafe() {
 }
 
 #[test]
-fn only_the_pipeline_starts_threads_or_pins_cores() {
+fn only_the_pipeline_and_the_outlets_start_threads_and_only_the_pipeline_pins_cores() {
     let files = rust_files(&root().join("src"));
     let problems = THREAD_RULES
         .iter()
         .flat_map(|r| files.iter().flat_map(move |(p, t)| check_rule(r, p, t)))
         .collect();
-    report("threads or pinning outside the pipeline", problems);
+    report(
+        "threads outside the pipeline and the outlets, or pinning outside the pipeline",
+        problems,
+    );
 }
 
 #[test]
@@ -740,6 +747,13 @@ fn tidy_rules_fire_on_violations() {
     );
     assert_eq!(check_rule(threads, "src/pipeline.rs", spawn).len(), 1);
     assert!(check_rule(threads, "src/pipeline/hub.rs", spawn).is_empty());
+    assert!(check_rule(threads, "src/metrics/server.rs", spawn).is_empty());
+    // The exporter may start its thread but never pin it.
+    let pin_here = "core_affinity::set_for_current(id);\n";
+    assert_eq!(
+        check_rule(&THREAD_RULES[1], "src/metrics/server.rs", pin_here).len(),
+        1
+    );
     assert!(check_rule(
         threads,
         "src/source/v4l2/streaming.rs",

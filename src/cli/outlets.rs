@@ -1,11 +1,12 @@
-//! The daemon's outlets beyond the journal — MQTT (with Home Assistant discovery) and
-//! snapshots — started with the daemon, kept across reloads (restarted only when their
+//! The daemon's outlets beyond the journal — MQTT (with Home Assistant discovery), snapshots
+//! and Prometheus metrics — started with the daemon, kept across reloads (restarted only when their
 //! settings change), stopped last: `offline` is the final word the broker hears.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::mqtt::{self, Announce, Mqtt};
 use crate::notify::{Counters, Outlet, Outlets};
 use crate::snapshot::Snapshots;
@@ -15,6 +16,7 @@ pub struct Running {
     counters: Arc<Counters>,
     mqtt: Option<Arc<Mqtt>>,
     snapshots: Option<Arc<Snapshots>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 fn announce(cfg: &Config) -> Announce {
@@ -38,9 +40,11 @@ impl Running {
             counters: Arc::new(Counters::default()),
             mqtt: None,
             snapshots: None,
+            metrics: None,
         };
         r.start_mqtt(cfg, config_file)?;
         r.start_snapshots(cfg)?;
+        r.metrics = Metrics::reconcile(None, &cfg.metrics, &cfg.events.labels, &r.counters);
         Ok(r)
     }
 
@@ -83,6 +87,9 @@ impl Running {
         if let Some(s) = &self.snapshots {
             v.push(s.clone());
         }
+        if let Some(m) = &self.metrics {
+            v.push(m.clone());
+        }
         Outlets(v)
     }
 
@@ -117,10 +124,17 @@ impl Running {
             }
             self.start_snapshots(new)?;
         }
+        self.metrics = Metrics::reconcile(
+            self.metrics.take(),
+            &new.metrics,
+            &new.events.labels,
+            &self.counters,
+        );
         Ok(())
     }
 
-    /// Stops everything: snapshots, then `offline` to the broker and a clean disconnect.
+    /// Stops everything: snapshots, then `offline` to the broker and a clean disconnect (the
+    /// metrics exporter ends with the process).
     pub fn stop(&mut self) {
         if let Some(s) = self.snapshots.take() {
             s.stop();

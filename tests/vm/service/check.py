@@ -176,7 +176,9 @@ for k in ["CapPrm", "CapEff", "CapBnd", "CapAmb"]:
     if caps and int(caps.get(k, "1").strip() or "1", 16) != 0:
         fail(f"sandbox: {k} = {caps.get(k, '?').strip()} (CapabilityBoundingSet= should leave none)")
 ns = {l.split()[0]: l.split()[1:] for l in read("proc-ns.txt").splitlines() if len(l.split()) == 3}
-for name, setting in [("net", "PrivateNetwork"), ("ipc", "PrivateIPC"), ("uts", "ProtectHostname"),
+# Not the net namespace: the unit leaves PrivateNetwork= off so the metrics exporter can be
+# scraped on the host's loopback (IPAddressDeny=any + IPAddressAllow=localhost instead).
+for name, setting in [("ipc", "PrivateIPC"), ("uts", "ProtectHostname"),
                       ("mnt", "ProtectSystem/PrivateTmp"), ("user", "PrivateUsers")]:
     if ns and (name not in ns or ns[name][0] == ns[name][1]):
         fail(f"sandbox: the daemon shares PID 1's {name} namespace ({setting} not applied)")
@@ -202,7 +204,7 @@ state = mounts.get("/var/lib/lookout") or mounts.get("/var/lib/private/lookout")
 if mounts and (state is None or "rw" not in state.split(",")):
     fail(f"sandbox: the state directory /var/lib/lookout is not a writable mount ({state})")
 if mounts and ns and caps:
-    info("sandbox: no capabilities; own net/ipc/uts/mnt/user namespaces; / /proc/sys /sys/fs/cgroup "
+    info("sandbox: no capabilities; own ipc/uts/mnt/user namespaces; / /proc/sys /sys/fs/cgroup "
          "read-only; private /tmp, hidden /home, writable /var/lib/lookout")
 sec = [l for l in read("security.txt").splitlines() if "Overall exposure level" in l]
 info("guest " + (sec[0].strip() if sec else "systemd-analyze security: no result"))
