@@ -23,13 +23,16 @@ kill "$broker"; wait "$broker" 2>/dev/null || true
 echo "broker down for $mins min (RSS before: $before kB)"
 sleep $((mins * 60))
 after=$(rss)
+echo "RSS at the end of the outage: $after kB (growth $((after - before)) kB)"
 mosquitto -c "$tmp/m.conf" 2>/dev/null & broker=$!
 back=$(date +%s.%N)
-mosquitto_sub -p "$port" -t "homeassistant/sensor/+/demo_person_count/config" -C 1 -W 30 >/dev/null
+# The broker listens within moments; until then the subscriber's connection is refused.
+until mosquitto_sub -p "$port" -t "homeassistant/sensor/+/demo_person_count/config" -C 1 -W 30 >/dev/null 2>&1; do
+  sleep 0.05
+done
 took=$(python3 -c "import time; print(f'{time.time() - $back:.1f}')")
 sleep 12
 kill -TERM "$daemon"; wait "$daemon" || true
-echo "RSS after the outage: $after kB (growth $((after - before)) kB)"
 echo "discovery published again ${took} s after the broker's return"
 grep -o 'MQTT_DROPPED=[0-9]*' "$tmp/log" | tail -1 || true
 grep -o 'FRAMES_DROPPED=[0-9]*' "$tmp/log" | tail -1 || true
