@@ -372,46 +372,30 @@ pub fn frame_to_tensor(
 /// # Errors
 /// As [`frame_to_tensor`].
 pub fn frame_to_rgb(frame: &Frame, scratch: &mut Scratch) -> Result<Vec<u8>, PreprocessError> {
-    let (w, h) = (frame.width, frame.height);
-    match frame.format {
-        PixelFormat::Mjpeg => {
-            let mut rgb = Vec::new();
-            let (dw, dh) = decode_jpeg_rgb(&frame.data, &mut rgb).map_err(|message| {
-                PreprocessError::Decode {
-                    seq: frame.seq,
-                    message,
-                }
-            })?;
-            if (dw, dh) != (w, h) {
-                return Err(PreprocessError::JpegSize {
-                    seq: frame.seq,
-                    width: w,
-                    height: h,
-                    found_w: dw,
-                    found_h: dh,
-                });
-            }
-            Ok(rgb)
-        }
-        PixelFormat::Rgb24 => {
-            check_size(frame)?;
-            Ok(frame.data[..w as usize * h as usize * 3].to_vec())
-        }
-        _ => {
-            let plane = w as usize * h as usize;
-            let mut t = vec![0f32; 3 * plane];
-            frame_to_tensor(frame, w, h, ResizeMode::Stretch, &mut t, scratch)?;
-            let mut rgb = vec![0u8; 3 * plane];
-            for (i, px) in rgb.chunks_exact_mut(3).enumerate() {
-                // The tensor is BGR planes; RGB out.
-                for (c, bgr) in [2usize, 1, 0].into_iter().enumerate() {
-                    let v = t[bgr * plane + i] * STD_BGR[bgr] + MEAN_BGR[bgr];
-                    px[c] = v.round().clamp(0.0, 255.0) as u8;
-                }
-            }
-            Ok(rgb)
+    let (w, h) = (frame.width as usize, frame.height as usize);
+    // MJPEG (decoded once, checked against the frame's size) and RGB: packed RGB already.
+    if let (Layout::Rgb { .. }, data) = prepare(frame, &mut scratch.decoded)? {
+        return Ok(data[..w * h * 3].to_vec());
+    }
+    let plane = w * h;
+    let mut t = vec![0f32; 3 * plane];
+    frame_to_tensor(
+        frame,
+        frame.width,
+        frame.height,
+        ResizeMode::Stretch,
+        &mut t,
+        scratch,
+    )?;
+    let mut rgb = vec![0u8; 3 * plane];
+    for (i, px) in rgb.chunks_exact_mut(3).enumerate() {
+        // The tensor is BGR planes; RGB out.
+        for (c, bgr) in [2usize, 1, 0].into_iter().enumerate() {
+            let v = t[bgr * plane + i] * STD_BGR[bgr] + MEAN_BGR[bgr];
+            px[c] = v.round().clamp(0.0, 255.0) as u8;
         }
     }
+    Ok(rgb)
 }
 
 /// [`frame_to_tensor`] into `out` in the model's input type: for an int8 model each value is
