@@ -129,6 +129,14 @@ impl Link {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Waits on the link's condition variable for at most `d`.
+    fn wait<'g>(&self, g: MutexGuard<'g, Inner>, d: Duration) -> MutexGuard<'g, Inner> {
+        self.cv
+            .wait_timeout(g, d)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0)
+    }
+
     fn lock_threads(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
         self.threads.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -240,11 +248,7 @@ impl Link {
         let deadline = Instant::now() + STOP_FLUSH;
         let mut g = self.lock();
         while !g.flushed && Instant::now() < deadline {
-            g = self
-                .cv
-                .wait_timeout(g, deadline.saturating_duration_since(Instant::now()))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
+            g = self.wait(g, deadline.saturating_duration_since(Instant::now()));
         }
         drop(g);
         // Give the threads a moment to end (they would anyway when the process does).
@@ -290,11 +294,7 @@ impl Link {
                     .map(|t| t.saturating_duration_since(Instant::now()))
                     .unwrap_or(Duration::from_millis(500))
                     .clamp(Duration::from_millis(1), Duration::from_millis(500));
-                g = self
-                    .cv
-                    .wait_timeout(g, wait)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
+                g = self.wait(g, wait);
             };
             let stopping = g.stop;
             let connected = g.connected;
@@ -427,11 +427,7 @@ impl Link {
         let deadline = Instant::now() + d;
         let mut g = self.lock();
         while !g.stop && Instant::now() < deadline {
-            g = self
-                .cv
-                .wait_timeout(g, deadline.saturating_duration_since(Instant::now()))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
+            g = self.wait(g, deadline.saturating_duration_since(Instant::now()));
         }
         g.stop
     }
