@@ -231,7 +231,7 @@ impl Link {
     }
 
     /// Ends the link: `offline` (retained) to the broker if it is connected, a clean
-    /// disconnect, at most [`STOP_FLUSH`] of waiting; the threads end on their own.
+    /// disconnect, at most 0.7 s of waiting; the threads end on their own.
     pub fn stop(&self) {
         let mut g = self.lock();
         if g.stop {
