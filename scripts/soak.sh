@@ -9,11 +9,14 @@
 # Every 10 s this samples the process: resident memory (VmRSS), open file descriptors, threads,
 # and the last stats line's fps and frame age (p50, p95), into a CSV. At the end it stops lookout
 # with SIGTERM (a clean stop must follow) and prints the growth from the end of the warm-up to
-# the end along a least-squares line through the samples after the warm-up (resident memory
-# is read every half second, the lowest of each 10 s is the sample: what is in flight at one
-# instant comes and goes; a leak tilts the line). lookout
-# runs with the MALLOC_* settings of systemd/lookout.service's Environment=, as deployed.
-# Exit 1 if RSS or the FD count grew more than 1 %, the frame age p95 drifted (last
+# the end. Resident memory is read every half second and the lowest of each 10 s is the
+# sample (what is in flight at one instant comes and goes); even so the samples swing between
+# two levels about 1.5 MB apart as the allocator's arenas shift, so growth is the rise of the
+# floor: the lowest sample of the second half after the warm-up against the lowest of the
+# first half (a leak lifts every sample, the floor with them). The least-squares line through
+# the same samples is printed beside it. lookout runs with the MALLOC_* settings of
+# systemd/lookout.service's Environment=, as deployed.
+# Exit 1 if the floor of RSS or of the FD count rose more than 1 %, the frame age p95 drifted (last
 # quarter's median > 1.5 × the first quarter's after warm-up, and > 5 ms apart), the thread
 # count changed, or lookout did not stop cleanly.
 set -euo pipefail
@@ -77,25 +80,31 @@ def f(r, k):
     try: return float(r[k])
     except ValueError: return None
 q = max(1, len(after) // 4)
-def growth(k):
-    # A least-squares line through the samples after the warm-up, from its value at the end of
-    # the warm-up to its value at the end: what is in flight when a sample is taken comes and
-    # goes and averages out; what leaks or piles up tilts the line.
+def line(k):
+    # A least-squares line through the samples after the warm-up: its value at the end of the
+    # warm-up and at the end (shown for reference; a swing between allocator states tilts it).
     ts = [float(r['t_s']) for r in after]
     vs = [f(r, k) for r in after]
     n = len(ts)
     mt, mv = sum(ts) / n, sum(vs) / n
     var = sum((t - mt) ** 2 for t in ts)
     slope = sum((t - mt) * (v - mv) for t, v in zip(ts, vs)) / var if var else 0.0
-    a = mv + slope * (ts[0] - mt)
-    b = mv + slope * (ts[-1] - mt)
+    return mv + slope * (ts[0] - mt), mv + slope * (ts[-1] - mt)
+def growth(k):
+    # The rise of the floor: the lowest sample of the second half against the lowest of the
+    # first half. What is in flight, or parked in an arena for a while, lifts single samples;
+    # what leaks lifts all of them.
+    vs = [f(r, k) for r in after]
+    h = max(1, len(vs) // 2)
+    a, b = min(vs[:h]), min(vs[h:] or vs[-1:])
     return a, b, (100.0 * (b - a) / a if a else 0.0)
 bad = []
-print('soak: %d samples over %s s; growth from %s s (end of warm-up) to the end, along a least-squares line through the %d samples after it:' % (len(rows), rows[-1]['t_s'], after[0]['t_s'], len(after)))
+print('soak: %d samples over %s s; growth after the warm-up (%s s), %d samples: lowest of the first half -> lowest of the second half (least-squares line):' % (len(rows), rows[-1]['t_s'], after[0]['t_s'], len(after)))
 for k, unit in (('rss_kb', 'kB'), ('fds', ''), ('threads', '')):
     a, b, g = growth(k)
+    la, lb = line(k)
     lo, hi = min(f(r, k) for r in after), max(f(r, k) for r in after)
-    print('  %-8s %10.0f -> %10.0f %s (%+.2f %%; samples %.0f..%.0f)' % (k, a, b, unit, g, lo, hi))
+    print('  %-8s %10.0f -> %10.0f %s (%+.2f %%; line %.0f -> %.0f; samples %.0f..%.0f)' % (k, a, b, unit, g, la, lb, lo, hi))
     if k != 'threads' and g > 1.0:
         bad.append('%s grew %.2f %%' % (k, g))
     if k == 'threads' and lo != hi:
