@@ -31,6 +31,10 @@ use crate::notify::Counters;
 pub const MAX_PACKET: usize = 1 << 20;
 /// The queue's bound in bytes, whatever its bound in messages.
 const MAX_QUEUED_BYTES: usize = 16 << 20;
+/// Messages the connection (rumqttc's event loop) takes ahead of the socket. When a broker
+/// stops reading, what is in memory is at most this many messages plus the queue's bound:
+/// 16 snapshots of at most [`MAX_PACKET`] each.
+const CONNECTION_QUEUE: usize = 16;
 /// Reconnect back-off: first wait and longest wait.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(4);
@@ -98,7 +102,7 @@ impl Link {
     /// Starts the threads; the connection is made in the background (a broker that is not
     /// there yet is retried, never fatal).
     pub fn start(opts: LinkOptions, counters: Arc<Counters>) -> Result<Arc<Link>, String> {
-        let (client, connection) = Client::new(opts.mqtt.clone(), 64);
+        let (client, connection) = Client::new(opts.mqtt.clone(), CONNECTION_QUEUE);
         let link = Arc::new(Link {
             inner: Mutex::new(Inner::default()),
             cv: Condvar::new(),
