@@ -238,7 +238,9 @@ fn stats_track_and_event_records_carry_their_fields() {
         ends.len()
     );
     for e in starts.iter().chain(&ends) {
-        for f in ["CAMERA", "EVENT_ID", "TRACK_ID", "LABEL", "SCORE", "BOX", "ZONES"] {
+        for f in [
+            "CAMERA", "EVENT_ID", "TRACK_ID", "LABEL", "SCORE", "BOX", "ZONES",
+        ] {
             assert!(e.contains_key(f), "event lacks {f}: {e:?}");
         }
         let label = e["LABEL"].as_str().unwrap();
