@@ -47,7 +47,7 @@ fn bench_outlet(c: &mut Criterion) {
     let w = window();
     let report = w.report(3);
     c.bench_function("metrics_stats_window", |b| {
-        b.iter(|| m.stats(black_box(&w), black_box(&report)))
+        b.iter(|| m.stats("camera", black_box(&w), black_box(&report)))
     });
     let event = EventRecord::Start(Event {
         id: 1,
@@ -62,7 +62,7 @@ fn bench_outlet(c: &mut Criterion) {
         seconds: 0.0,
     });
     c.bench_function("metrics_event_start", |b| {
-        b.iter(|| m.event(black_box(&event)))
+        b.iter(|| m.event("camera", black_box(&event)))
     });
 }
 

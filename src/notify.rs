@@ -12,19 +12,29 @@ use crate::vocab::Detection;
 
 /// Receives what the tracker thread saw. Every method is called on the tracker thread and
 /// must return within microseconds: queue, never wait. The defaults ignore the call.
+///
+/// Each call names the camera it is about (`[[camera]] name`, or `[mqtt] camera` with one
+/// camera): with several cameras, their tracker threads call the same outlets.
 pub trait Outlet: Send + Sync {
     /// An event started, changed or ended (the journal's `event_start`/`event_update`/
     /// `event_end`), in the order they happened.
-    fn event(&self, _record: &EventRecord) {}
+    fn event(&self, _camera: &str, _record: &EventRecord) {}
 
     /// A detection round was applied: `frame` is the frame the model ran on, `reported` its
     /// detections above the threshold, `in_view` the events under way once the round was
     /// taken into account. Where snapshots are chosen.
-    fn detected(&self, _frame: &Arc<Frame>, _reported: &[Detection], _in_view: &[Event]) {}
+    fn detected(
+        &self,
+        _camera: &str,
+        _frame: &Arc<Frame>,
+        _reported: &[Detection],
+        _in_view: &[Event],
+    ) {
+    }
 
     /// A stats window closed (every `pipeline.stats_interval`): its counters and the
     /// journal's `stats` figures.
-    fn stats(&self, _window: &Window, _report: &Report) {}
+    fn stats(&self, _camera: &str, _window: &Window, _report: &Report) {}
 }
 
 /// Several outlets as one, each called in turn.
@@ -39,21 +49,27 @@ impl Outlets {
 }
 
 impl Outlet for Outlets {
-    fn event(&self, record: &EventRecord) {
+    fn event(&self, camera: &str, record: &EventRecord) {
         for o in &self.0 {
-            o.event(record);
+            o.event(camera, record);
         }
     }
 
-    fn detected(&self, frame: &Arc<Frame>, reported: &[Detection], in_view: &[Event]) {
+    fn detected(
+        &self,
+        camera: &str,
+        frame: &Arc<Frame>,
+        reported: &[Detection],
+        in_view: &[Event],
+    ) {
         for o in &self.0 {
-            o.detected(frame, reported, in_view);
+            o.detected(camera, frame, reported, in_view);
         }
     }
 
-    fn stats(&self, window: &Window, report: &Report) {
+    fn stats(&self, camera: &str, window: &Window, report: &Report) {
         for o in &self.0 {
-            o.stats(window, report);
+            o.stats(camera, window, report);
         }
     }
 }

@@ -124,31 +124,31 @@ pub fn track_out(
     }
 }
 
-/// Logs a track's start as a journal entry.
-pub fn log_track_start(t: &TrackOut) {
+/// Logs a track's start as a journal entry (`CAMERA=camera`).
+pub fn log_track_start(camera: &str, t: &TrackOut) {
     let o = &t.object;
     let bx = journal_box(o);
     log::info!(
-        LOOKOUT_EVENT = "track_start", TRACK_ID = t.id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str();
+        LOOKOUT_EVENT = "track_start", CAMERA = camera, TRACK_ID = t.id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str();
         "track {} started: {} {:.2} at [{}]", t.id, o.label, o.score, bx
     );
 }
 
-/// Logs a track's end as a journal entry.
-pub fn log_track_end(t: &TrackOut, frames: u64) {
+/// Logs a track's end as a journal entry (`CAMERA=camera`).
+pub fn log_track_end(camera: &str, t: &TrackOut, frames: u64) {
     let o = &t.object;
     let bx = journal_box(o);
     log::info!(
-        LOOKOUT_EVENT = "track_end", TRACK_ID = t.id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), TRACK_FRAMES = frames;
+        LOOKOUT_EVENT = "track_end", CAMERA = camera, TRACK_ID = t.id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), TRACK_FRAMES = frames;
         "track {} ended: {} after {} frame(s), last at [{}]", t.id, o.label, frames, bx
     );
 }
 
 /// Logs an event's start, update or end as a journal entry: `LOOKOUT_EVENT` is
-/// `event_start`, `event_update` or `event_end`, with `EVENT_ID`, `TRACK_ID`, `LABEL`,
+/// `event_start`, `event_update` or `event_end`, with `CAMERA`, `EVENT_ID`, `TRACK_ID`, `LABEL`,
 /// `SCORE` (the best detection score), `BOX` (the latest box), `ZONES` (comma-separated,
 /// empty when none) and, at the end, `EVENT_SECONDS`.
-pub fn log_event(r: &EventRecord) {
+pub fn log_event(camera: &str, r: &EventRecord) {
     let (kind, e) = match r {
         EventRecord::Start(e) => ("event_start", e),
         EventRecord::Update(e) => ("event_update", e),
@@ -164,11 +164,11 @@ pub fn log_event(r: &EventRecord) {
     };
     match r {
         EventRecord::End(_) => log::info!(
-            LOOKOUT_EVENT = kind, EVENT_ID = e.id, TRACK_ID = e.track_id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), ZONES = zones.as_str(), EVENT_SECONDS = format!("{:.1}", e.seconds).as_str();
+            LOOKOUT_EVENT = kind, CAMERA = camera, EVENT_ID = e.id, TRACK_ID = e.track_id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), ZONES = zones.as_str(), EVENT_SECONDS = format!("{:.1}", e.seconds).as_str();
             "event {} ended: {} after {:.1} s, best {:.2}, last at [{}]{where_}", e.id, o.label, e.seconds, o.score, bx
         ),
         _ => log::info!(
-            LOOKOUT_EVENT = kind, EVENT_ID = e.id, TRACK_ID = e.track_id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), ZONES = zones.as_str();
+            LOOKOUT_EVENT = kind, CAMERA = camera, EVENT_ID = e.id, TRACK_ID = e.track_id, LABEL = o.label.as_str(), SCORE = format!("{:.3}", o.score).as_str(), BOX = bx.as_str(), ZONES = zones.as_str();
             "event {} {}: {} {:.2} at [{}]{where_} (track {})", e.id, if kind == "event_start" { "started" } else { "updated" }, o.label, o.score, bx, e.track_id
         ),
     }

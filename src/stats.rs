@@ -229,12 +229,14 @@ pub struct Report {
 }
 
 impl Report {
-    /// Logs the report as one journal entry with the stable fields of the stats event.
-    pub fn log(&self) {
+    /// Logs the report as one journal entry with the stable fields of the stats event and
+    /// `CAMERA=camera`.
+    pub fn log(&self, camera: &str) {
         use JournalField as F;
         log_event(
             module_path!(),
             "stats",
+            Some(camera),
             &[
                 F::Fps(self.fps),
                 F::CaptureFps(self.capture_fps),
@@ -364,9 +366,11 @@ impl JournalField {
     }
 }
 
-/// An event's fields as the log record's key-values: `LOOKOUT_EVENT` first, then `fields`.
+/// An event's fields as the log record's key-values: `LOOKOUT_EVENT` first, then `CAMERA`
+/// (when given), then `fields`.
 struct EventFields<'a> {
     event: &'static str,
+    camera: Option<&'a str>,
     fields: &'a [JournalField],
 }
 
@@ -379,6 +383,9 @@ impl log::kv::Source for EventFields<'_> {
             log::kv::Key::from_str("LOOKOUT_EVENT"),
             log::kv::Value::from(self.event),
         )?;
+        if let Some(c) = self.camera {
+            visitor.visit_pair(log::kv::Key::from_str("CAMERA"), log::kv::Value::from(c))?;
+        }
         for f in self.fields {
             visitor.visit_pair(log::kv::Key::from_str(f.name()), f.value())?;
         }
@@ -386,16 +393,18 @@ impl log::kv::Source for EventFields<'_> {
     }
 
     fn count(&self) -> usize {
-        1 + self.fields.len()
+        1 + usize::from(self.camera.is_some()) + self.fields.len()
     }
 }
 
-/// Logs one info-level journal entry of event `event` (`LOOKOUT_EVENT`) with `fields` and
-/// `message`, as `log::info!` at the caller would (`target`: the caller's `module_path!()`).
+/// Logs one info-level journal entry of event `event` (`LOOKOUT_EVENT`) of `camera`
+/// (`CAMERA`, when given) with `fields` and `message`, as `log::info!` at the caller would
+/// (`target`: the caller's `module_path!()`).
 #[track_caller]
 pub fn log_event(
     target: &'static str,
     event: &'static str,
+    camera: Option<&str>,
     fields: &[JournalField],
     message: std::fmt::Arguments<'_>,
 ) {
@@ -404,7 +413,11 @@ pub fn log_event(
         return;
     }
     let at = std::panic::Location::caller();
-    let kvs = EventFields { event, fields };
+    let kvs = EventFields {
+        event,
+        camera,
+        fields,
+    };
     log::logger().log(
         &log::Record::builder()
             .args(message)

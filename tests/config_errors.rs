@@ -54,7 +54,9 @@ const CASES: &[Case] = &[
     case("bare word value", "[source]\nspec = demo\n", "(syntax)", Some(2), "spec = demo"),
     case("duplicate table", "[model]\nthreads = 1\n[model]\nthreads = 2\n", "(syntax)", Some(3), "not valid TOML"),
     // --- unknown keys, at every level ----------------------------------------------------
-    case("unknown section", "[camera]\ndevice = \"/dev/video0\"\n", "camera", Some(1), "unknown field"),
+    case("unknown section", "[camra]\ndevice = \"/dev/video0\"\n", "camra", Some(1), "unknown field"),
+    // `[camera]` is `[[camera]]` written as one table.
+    case("[camera] as a single table", "[camera]\nname = \"a\"\n", "camera", Some(1), "expected a sequence"),
     case("unknown key in [source]", "[source]\nspec = \"demo\"\ndevice = \"/dev/video0\"\n", "source.device", Some(3), "unknown field"),
     case("unknown key in [model]", "[model]\nthreshhold = 0.5\n", "model.threshhold", Some(2), "unknown field"),
     case("unknown key in [pipeline]", "[pipeline]\n\ndetect_evry = 3\n", "pipeline.detect_evry", Some(3), "unknown field"),
@@ -107,6 +109,13 @@ const CASES: &[Case] = &[
     case("tracks_max_mb negative", "[output]\n\ntracks_max_mb = -5.0\n", "output.tracks_max_mb", Some(3), "found -5"),
     case("tracks_max_mb NaN", "[output]\ntracks_max_mb = nan\n", "output.tracks_max_mb", Some(2), "NaN"),
     case("unknown tracker class", "[tracker]\nclasses = [\n  \"car\",\n  \"unicorn\",\n]\n", "tracker.classes[1]", Some(4), "unicorn"),
+    // --- several cameras -----------------------------------------------------------------
+    case("two cameras of one name", "[[camera]]\nname = \"a\"\n[camera.source]\nspec = \"demo\"\n[[camera]]\nname = \"a\"\n[camera.source]\nspec = \"demo\"\n", "camera[1].name", Some(6), "names two cameras"),
+    case("camera name with a space", "[[camera]]\nname = \"front door\"\n[camera.source]\nspec = \"demo\"\n", "camera[0].name", Some(2), "front door"),
+    case("camera without a source", "[[camera]]\nname = \"a\"\n", "camera[0].source", None, "[camera.source]"),
+    case("[source] beside cameras", "[source]\nspec = \"/dev/video2\"\n[[camera]]\nname = \"a\"\n[camera.source]\nspec = \"demo\"\n", "source", Some(1), "[camera.source]"),
+    case("camera source file missing", "[[camera]]\nname = \"a\"\n[camera.source]\nspec = \"/nonexistent/clip.mjpeg\"\n", "camera[0].source.spec", Some(4), "not found"),
+    case("camera detect_every zero", "[[camera]]\nname = \"a\"\ndetect_every = 0\n[camera.source]\nspec = \"demo\"\n", "camera[0].detect_every", Some(3), "found 0"),
     // --- events, masks and zones ---------------------------------------------------------
     case("unknown key in [events]", "[events]\nmin_scor = 0.5\n", "events.min_scor", Some(2), "unknown field"),
     case("unknown event label", "[events]\nlabels = [\"person\", \"unicorn\"]\n", "events.labels[1]", Some(2), "unicorn"),

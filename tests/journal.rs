@@ -21,7 +21,8 @@ fn write_config(dir: &std::path::Path, looped: bool) -> std::path::PathBuf {
     p
 }
 
-const STATS_FIELDS: [&str; 15] = [
+const STATS_FIELDS: [&str; 16] = [
+    "CAMERA",
     "FPS",
     "DETECT_FPS",
     "MODEL_TIME_MS",
@@ -174,7 +175,12 @@ fn stats_track_and_event_records_carry_their_fields() {
                 .get(f)
                 .and_then(|v| v.as_str())
                 .unwrap_or_else(|| panic!("stats entry lacks {f}: {s:?}"));
-            assert!(v.parse::<f64>().is_ok(), "{f}={v} is not a number");
+            if f == "CAMERA" {
+                // One camera (no `[[camera]]`): named by `[mqtt] camera`, `camera` by default.
+                assert_eq!(v, "camera");
+            } else {
+                assert!(v.parse::<f64>().is_ok(), "{f}={v} is not a number");
+            }
         }
         if real {
             let msg = s["MESSAGE"].as_str().unwrap();
@@ -209,7 +215,7 @@ fn stats_track_and_event_records_carry_their_fields() {
             .collect();
         assert!(!ev.is_empty(), "no {kind} events");
         for e in ev {
-            for f in ["TRACK_ID", "LABEL", "SCORE", "BOX"] {
+            for f in ["CAMERA", "TRACK_ID", "LABEL", "SCORE", "BOX"] {
                 assert!(e.contains_key(f), "{kind} lacks {f}: {e:?}");
             }
             let bx = e["BOX"].as_str().unwrap();
@@ -232,7 +238,9 @@ fn stats_track_and_event_records_carry_their_fields() {
         ends.len()
     );
     for e in starts.iter().chain(&ends) {
-        for f in ["EVENT_ID", "TRACK_ID", "LABEL", "SCORE", "BOX", "ZONES"] {
+        for f in [
+            "CAMERA", "EVENT_ID", "TRACK_ID", "LABEL", "SCORE", "BOX", "ZONES",
+        ] {
             assert!(e.contains_key(f), "event lacks {f}: {e:?}");
         }
         let label = e["LABEL"].as_str().unwrap();

@@ -384,6 +384,7 @@ mod tests {
 
     fn summary(total: crate::stats::Window, cpu_time: Duration) -> Summary {
         Summary {
+            camera: "camera".into(),
             total,
             report: crate::stats::Window::default().report(0),
             model: ModelInfo {

@@ -62,8 +62,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let built = {
         let cfg = cfg.clone();
         // No watchdog pings before READY: start-up has systemd's TimeoutStartSec instead.
-        pipeline::unless_stopped(&signals.stop, None, move || pipeline::build(&cfg, None))
-            .map_err(anyhow::Error::from)?
+        pipeline::unless_stopped(&signals.stop, None, move || {
+            pipeline::build_cameras(&cfg.cameras(), None)
+        })
+        .map_err(anyhow::Error::from)?
     };
     let Some(built) = built else {
         return stopped_while("starting (loading the model, opening the source)");
@@ -79,17 +81,17 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         outlets: running.outlets(),
         ..RunOptions::default()
     };
-    // Only the last run's summary is kept (a daemon reloaded every minute for months must not
-    // grow), and the frames of all of them.
-    let mut frames = 0;
+    // Only the last run's summaries are kept (a daemon reloaded every minute for months must
+    // not grow), and the frames of all of them, per camera.
+    let mut frames = Frames::default();
     let last = loop {
-        let summary = pipeline::run_with(&cfg, &opts, &mut parts).map_err(|e| {
+        let summaries = pipeline::run_cameras(&cfg.cameras(), &opts, &mut parts).map_err(|e| {
             running.stop();
             anyhow::Error::from(e)
         })?;
-        frames += summary.total.processed;
-        if summary.end != EndReason::Reload {
-            break summary;
+        frames.add(&summaries);
+        if !summaries.iter().any(|s| s.end == EndReason::Reload) {
+            break summaries;
         }
         signals.reload.store(false, Ordering::Relaxed);
         notifier.reloading();
@@ -103,7 +105,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         })
         .map_err(anyhow::Error::from)?;
         let Some((c, p)) = reloaded else {
-            log_summary(&summary, frames);
+            frames.log(&summaries);
             running.stop();
             return stopped_while("reloading");
         };
@@ -118,9 +120,28 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         notifier.reloaded();
     };
     notifier.stopping();
-    log_summary(&last, frames);
+    frames.log(&last);
     running.stop();
     Ok(())
+}
+
+/// The frames each camera processed over every run of the daemon.
+#[derive(Default)]
+struct Frames(std::collections::BTreeMap<String, u64>);
+
+impl Frames {
+    fn add(&mut self, summaries: &[Summary]) {
+        for s in summaries {
+            *self.0.entry(s.camera.clone()).or_insert(0) += s.total.processed;
+        }
+    }
+
+    /// The `summary` journal entry of each camera's last run.
+    fn log(&self, summaries: &[Summary]) {
+        for s in summaries {
+            log_summary(s, self.0.get(&s.camera).copied().unwrap_or(0));
+        }
+    }
 }
 
 /// `--tracks-out FILE` that can never work (a name longer than the system allows, the
@@ -179,7 +200,7 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
 
 /// Applies a new configuration after SIGHUP, restarting only what changed; an invalid one is
 /// logged with its reasons and the running one stays.
-fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
+fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Vec<Parts>) {
     let Some(path) = &args.config else {
         log::warn!(LOOKOUT_EVENT = "reload"; "SIGHUP: no configuration file to reload (running built-in defaults)");
         return;
@@ -194,7 +215,8 @@ fn reload(args: &RunArgs, cfg: &mut Config, parts: &mut Parts) {
             return;
         }
     };
-    let done = match parts.reconcile(cfg, &new, pipeline::Reconcile::default()) {
+    let how = pipeline::Reconcile::default();
+    let done = match pipeline::reconcile_cameras(parts, &cfg.cameras(), &new.cameras(), how) {
         Ok(done) => done,
         Err(e) => {
             log::error!(LOOKOUT_EVENT = "reload_rejected"; "reload rejected: {e}; keeping the running configuration");
@@ -233,6 +255,7 @@ fn log_summary(s: &Summary, frames: u64) {
     log_event(
         module_path!(),
         "summary",
+        Some(&s.camera),
         &[
             F::Fps(r.fps),
             F::DetectFps(r.detect_fps),

@@ -189,14 +189,14 @@ fn bind(addr: SocketAddr, spelled: &str) -> Option<TcpListener> {
 }
 
 impl Outlet for Metrics {
-    fn event(&self, record: &EventRecord) {
+    fn event(&self, _camera: &str, record: &EventRecord) {
         if let EventRecord::Start(e) = record {
             self.families
                 .event_started(&crate::vocab::labels::label(e.class_id));
         }
     }
 
-    fn stats(&self, window: &Window, report: &Report) {
+    fn stats(&self, _camera: &str, window: &Window, report: &Report) {
         self.families.window(window, report, &self.counters);
         if let Some(shared) = &self.shared {
             shared.publish(self.families.render());

@@ -288,7 +288,7 @@ impl Mqtt {
 }
 
 impl Outlet for Mqtt {
-    fn event(&self, record: &EventRecord) {
+    fn event(&self, _camera: &str, record: &EventRecord) {
         let now = wall_now();
         let camera = self.topics.camera().to_string();
         let mut live = self.live();
@@ -355,7 +355,7 @@ impl Outlet for Mqtt {
         }
     }
 
-    fn stats(&self, _window: &Window, report: &Report) {
+    fn stats(&self, _camera: &str, _window: &Window, report: &Report) {
         let ctx = StatsContext {
             uptime: self.started.elapsed().as_secs_f64(),
             cpu_temperature: crate::sysinfo::cpu_temperature(),

@@ -4,23 +4,96 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use super::desk::Desk;
 use super::hub::{DetResult, Hub};
 use crate::detect::Detector;
+use crate::frame::Frame;
 use crate::geom::ResizeMode;
 use crate::preprocess::{self, Scratch};
 use crate::sysinfo::thread_cpu_time;
 
-pub(super) fn detect_loop(
-    det: &Detector,
-    hub: &Hub,
-    delay: Duration,
-    resize: ResizeMode,
-    floor: f32,
-    labels: Option<&[usize]>,
-) {
-    let info = det.info().clone();
-    let mut input = det.new_input();
-    let mut scratch = Scratch::default();
+/// What the detector does with a frame besides the model: how frames become its input and
+/// which detections it keeps (per camera: `floor` and `labels` are each camera's own).
+pub(super) struct Settings<'a> {
+    pub(super) delay: Duration,
+    pub(super) resize: ResizeMode,
+    pub(super) floor: f32,
+    pub(super) labels: Option<&'a [usize]>,
+}
+
+/// The detector's buffers, kept across frames.
+struct Bench {
+    info: crate::detect::ModelInfo,
+    input: preprocess::ModelInput,
+    scratch: Scratch,
+}
+
+impl Bench {
+    fn new(det: &Detector) -> Bench {
+        Bench {
+            info: det.info().clone(),
+            input: det.new_input(),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// One frame through preprocessing, the model and decoding.
+    fn detect(&mut self, det: &Detector, frame: Frame, s: &Settings) -> DetResult {
+        super::panics::working_on(frame.seq);
+        super::panics::injected_panic("detection", frame.seq);
+        let t0 = Instant::now();
+        let mapped = preprocess::frame_to_input(
+            &frame,
+            self.info.input_w,
+            self.info.input_h,
+            s.resize,
+            &mut self.input,
+            &mut self.scratch,
+        );
+        let t1 = Instant::now();
+        let (dets, model, post) = match mapped {
+            Err(e) => (
+                Err(format!("frame {}: {e}", frame.seq)),
+                Duration::ZERO,
+                Duration::ZERO,
+            ),
+            Ok(map) => match det.run_input(&self.input) {
+                Err(e) => (Err(e.to_string()), t1.elapsed(), Duration::ZERO),
+                Ok(raw) => {
+                    let t2 = Instant::now();
+                    let d = det.detect_round(&raw, &map, s.floor, s.labels);
+                    (Ok(d), t2 - t1, t2.elapsed())
+                }
+            },
+        };
+        if !s.delay.is_zero() {
+            std::thread::sleep(s.delay);
+        }
+        DetResult {
+            seq: frame.seq,
+            dets,
+            preprocess: t1 - t0,
+            model,
+            postprocess: post,
+            frame,
+        }
+    }
+}
+
+/// Hands a result back to its camera's tracker and frees the camera's job slot.
+fn deliver(hub: &Hub, result: DetResult) {
+    let mut g = hub.lock();
+    g.results.push_back(result);
+    g.detector_busy = false;
+    drop(g);
+    hub.cv.notify_all();
+}
+
+/// One camera's detector: waits on the camera's hub for a job.
+pub(super) fn detect_loop(det: &Detector, hub: &Hub, s: &Settings) {
+    let mut bench = Bench::new(det);
     loop {
         let frame = {
             let mut g = hub.lock();
@@ -35,47 +108,40 @@ pub(super) fn detect_loop(
                 g = hub.wait(g, Duration::from_millis(100));
             }
         };
-        super::panics::working_on(frame.seq);
-        super::panics::injected_panic("detection", frame.seq);
-        let t0 = Instant::now();
-        let mapped = preprocess::frame_to_input(
-            &frame,
-            info.input_w,
-            info.input_h,
-            resize,
-            &mut input,
-            &mut scratch,
-        );
-        let t1 = Instant::now();
-        let (dets, model, post) = match mapped {
-            Err(e) => (
-                Err(format!("frame {}: {e}", frame.seq)),
-                Duration::ZERO,
-                Duration::ZERO,
-            ),
-            Ok(map) => match det.run_input(&input) {
-                Err(e) => (Err(e.to_string()), t1.elapsed(), Duration::ZERO),
-                Ok(raw) => {
-                    let t2 = Instant::now();
-                    let d = det.detect_round(&raw, &map, floor, labels);
-                    (Ok(d), t2 - t1, t2.elapsed())
+        let result = bench.detect(det, frame, s);
+        deliver(hub, result);
+    }
+}
+
+/// The detector shared by several cameras: waits on the desk, serves the camera whose request
+/// is most overdue (see `desk`), with that camera's settings; returns its thread's CPU time.
+pub(super) fn shared_detect_loop(
+    det: &Detector,
+    desk: &Desk,
+    hubs: &[Arc<Hub>],
+    settings: &[Settings],
+) -> Duration {
+    let mut bench = Bench::new(det);
+    loop {
+        let index = {
+            let mut g = desk.lock();
+            loop {
+                if g.shutdown {
+                    return thread_cpu_time();
                 }
-            },
+                if let Some(i) = g.most_overdue() {
+                    break i;
+                }
+                g = desk.wait(g, Duration::from_millis(100));
+            }
         };
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
+        let (Some(hub), Some(s)) = (hubs.get(index), settings.get(index)) else {
+            continue;
+        };
+        let job = hub.lock().job.take();
+        if let Some(frame) = job {
+            let result = bench.detect(det, frame, s);
+            deliver(hub, result);
         }
-        let mut g = hub.lock();
-        g.results.push_back(DetResult {
-            seq: frame.seq,
-            dets,
-            preprocess: t1 - t0,
-            model,
-            postprocess: post,
-            frame,
-        });
-        g.detector_busy = false;
-        drop(g);
-        hub.cv.notify_all();
     }
 }

@@ -23,6 +23,9 @@ pub enum PipelineError {
     /// A thread could not be started or died.
     #[error("pipeline thread {0}")]
     Thread(String),
+    /// What a run with several cameras cannot do.
+    #[error("several cameras: {0}")]
+    Cameras(String),
     /// A pipeline thread panicked (logged in full when it was caught): the run ended at once.
     #[error("pipeline thread {} panicked (logged above); the run ended", .0.thread)]
     Panicked(ThreadPanic),

@@ -71,6 +71,8 @@ pub(super) struct Shared {
     pub(super) thread_cpu: ThreadCpu,
     /// A pipeline thread panicked (the first one): the run ends with it.
     pub(super) panicked: Option<ThreadPanic>,
+    /// Another camera of the same run failed: this one ends too (as if stopped).
+    pub(super) aborted: bool,
 }
 
 #[derive(Default)]

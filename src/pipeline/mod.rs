@@ -24,6 +24,7 @@
 
 mod capture;
 mod cores;
+mod desk;
 mod detection;
 mod error;
 mod hub;
@@ -40,7 +41,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::config::{tracks_file_of, Camera, Config};
+use crate::geom::ResizeMode;
 use crate::interrupt::Interrupt;
 use crate::output::TracksWriter;
 use crate::service::Notifier;
@@ -51,12 +53,16 @@ pub use error::{PipelineError, ThreadPanic};
 pub use keepalive::{keeping_watchdog_fed, unless_stopped, unless_stopped_within};
 pub use options::{RunOptions, Schedule};
 pub use panics::{install_panic_hook, INJECT_AT};
-pub use parts::{build, load_detector, source_options, Part, Parts, Reconcile, Reconciled};
+pub use parts::{
+    build, build_cameras, load_detector, reconcile_cameras, source_options, Part, Parts, Reconcile,
+    Reconciled,
+};
 pub use summary::{EndReason, Summary, ThreadCpu};
 
 use capture::capture_loop;
 use cores::pin;
-use detection::detect_loop;
+use desk::{CameraSlot, Desk};
+use detection::{detect_loop, shared_detect_loop, Settings};
 use hub::Hub;
 use scheduler::RunOutcome;
 use tracking::track_loop;
@@ -74,11 +80,134 @@ pub fn run_with(
     opts: &RunOptions,
     parts: &mut Parts,
 ) -> Result<Summary, PipelineError> {
+    let hub = Arc::new(Hub::default());
+    let det_thread = spawn_detector(cfg, opts, parts, &hub)?;
+    let run = run_camera(cfg, opts, parts, &hub, None);
+    // Release the detector whatever happened (the tracker normally did already).
+    hub.lock().shutdown = true;
+    hub.cv.notify_all();
+    // After a stop or a failure (a panic included), an inference in flight is not awaited.
+    let stopped = !matches!(&run, Ok((o, _)) if o.end != EndReason::Stopped);
+    join_detector(&hub, det_thread, stopped, opts.notifier.as_deref())?;
+    // A thread that panicked as the run was ending anyway still fails it.
+    if let Some(p) = hub.lock().panicked.take() {
+        return Err(PipelineError::Panicked(p));
+    }
+    let (outcome, cpu_time) = run?;
+    summarize(cfg, parts, &hub, outcome, cpu_time)
+}
+
+/// Runs several cameras at once, each with its own capture and tracker threads, all sharing
+/// the one model of `parts` (built by [`build_cameras`]) through one detector thread that
+/// serves the camera whose request is most overdue. One camera is [`run_with`], unchanged.
+/// Returns a summary per camera, in the order of `cams`.
+pub fn run_cameras(
+    cams: &[Camera],
+    opts: &RunOptions,
+    parts: &mut [Parts],
+) -> Result<Vec<Summary>, PipelineError> {
+    if let ([cam], [p]) = (cams, &mut *parts) {
+        return run_with(&cam.config, opts, p).map(|s| vec![s]);
+    }
+    if cams.len() != parts.len() || cams.is_empty() {
+        return Err(PipelineError::Cameras(format!(
+            "{} camera(s) but {} set(s) of parts",
+            cams.len(),
+            parts.len()
+        )));
+    }
+    if opts.schedule == Schedule::Lockstep {
+        return Err(PipelineError::Cameras(
+            "the lockstep schedule (benchmarks of tracking fidelity) runs one camera at a time"
+                .into(),
+        ));
+    }
+    let hubs: Vec<Arc<Hub>> = cams.iter().map(|_| Arc::new(Hub::default())).collect();
+    let desk = Arc::new(Desk::new(cams.len()));
+    let det_thread = spawn_shared_detector(cams, opts, &parts[0], &hubs, &desk)?;
+    let runs = run_each_camera(cams, opts, parts, &hubs, &desk);
+    desk.close();
+    let stopped = runs
+        .iter()
+        .any(|r| !matches!(r, Ok((o, _)) if o.end != EndReason::Stopped));
+    let det_cpu = join_shared_detector(&desk, det_thread, stopped, opts.notifier.as_deref())?;
+    let mut summaries = Vec::with_capacity(cams.len());
+    for (i, run) in runs.into_iter().enumerate() {
+        let (outcome, cpu_time) = run?;
+        let mut s = summarize(&cams[i].config, &parts[i], &hubs[i], outcome, cpu_time)?;
+        s.thread_cpu.detect = det_cpu;
+        summaries.push(s);
+    }
+    Ok(summaries)
+}
+
+/// One thread per camera, each running [`run_camera`] against the shared detector; a camera
+/// that fails ends the others (as if stopped).
+fn run_each_camera(
+    cams: &[Camera],
+    opts: &RunOptions,
+    parts: &mut [Parts],
+    hubs: &[Arc<Hub>],
+    desk: &Desk,
+) -> Vec<Result<(RunOutcome, Duration), PipelineError>> {
+    let abort_all = || {
+        for h in hubs {
+            h.lock().aborted = true;
+            h.cv.notify_all();
+        }
+    };
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (i, (cam, p)) in cams.iter().zip(parts.iter_mut()).enumerate() {
+            let mut o = opts.clone();
+            // `--tracks-out FILE`: a file per camera, as `[output] tracks_file`.
+            o.tracks_out = opts
+                .tracks_out
+                .as_ref()
+                .map(|t| PathBuf::from(tracks_file_of(&t.display().to_string(), &cam.name)));
+            let hub = &hubs[i];
+            let spawned = std::thread::Builder::new()
+                .name(format!("lookout-cam-{i}"))
+                .spawn_scoped(scope, move || {
+                    let r = run_camera(&cam.config, &o, p, hub, Some((desk, i)));
+                    if r.is_err() {
+                        abort_all();
+                    }
+                    r
+                });
+            handles.push(spawned.map_err(|e| {
+                abort_all();
+                PipelineError::Thread(format!(
+                    "cannot start the thread of camera {}: {e}",
+                    cam.name
+                ))
+            }));
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h?.join()
+                    .map_err(|_| PipelineError::Thread("camera thread panicked".into()))?
+            })
+            .collect()
+    })
+}
+
+/// One camera's run: its tracks file, its capture and tracker threads (`desk`: the shared
+/// detector's desk and this camera's place at it; `None`: a detector of its own on `hub`).
+/// Returns how the tracker ended and the process CPU time of the run.
+fn run_camera(
+    cfg: &Config,
+    opts: &RunOptions,
+    parts: &mut Parts,
+    hub: &Arc<Hub>,
+    desk: Option<(&Desk, usize)>,
+) -> Result<(RunOutcome, Duration), PipelineError> {
     let source = parts.source.describe();
-    let source_fps = parts.source.fps();
     if opts.log_events {
-        log::info!(LOOKOUT_EVENT = "start", SOURCE = source.as_str(); "source: {source}");
-        log::info!(LOOKOUT_EVENT = "cores"; "threads: {}", parts.core_map.describe());
+        let camera = cfg.mqtt.camera.as_str();
+        log::info!(LOOKOUT_EVENT = "start", CAMERA = camera, SOURCE = source.as_str(); "source: {source}");
+        log::info!(LOOKOUT_EVENT = "cores", CAMERA = camera; "threads: {}", parts.core_map.describe());
     }
     let tracks_path = opts.tracks_out.clone().or_else(|| {
         (!cfg.output.tracks_file.is_empty()).then(|| PathBuf::from(&cfg.output.tracks_file))
@@ -91,28 +220,30 @@ pub fn run_with(
         (_, Some(p)) => Some(TracksWriter::create_or_retry(p, max_bytes)?),
         (_, None) => None,
     };
-    let hub = Arc::new(Hub::default());
     // Every wait of the source ends when this run does.
     let interrupt = parts.source.interrupt().unwrap_or_default();
     interrupt.lower();
     let cpu0 = process_cpu_time();
-    let det_thread = spawn_detector(cfg, opts, parts, &hub)?;
-    let outcome = run_capture_and_tracker(cfg, opts, parts, &hub, &interrupt, writer.as_mut());
+    let outcome = run_capture_and_tracker(cfg, opts, parts, hub, &interrupt, writer.as_mut(), desk);
     interrupt.raise();
     parts.tracks = writer;
-    // Release the detector whatever happened (the tracker normally did already).
-    hub.lock().shutdown = true;
-    hub.cv.notify_all();
-    // After a stop or a failure (a panic included), an inference in flight is not awaited.
-    let stopped = !matches!(&outcome, Ok(o) if o.end != EndReason::Stopped);
-    join_detector(&hub, det_thread, stopped, opts.notifier.as_deref())?;
+    Ok((outcome?, process_cpu_time().saturating_sub(cpu0)))
+}
+
+/// The summary of a camera's run, once its threads ended: the first panic or source error
+/// of the run fails it.
+fn summarize(
+    cfg: &Config,
+    parts: &Parts,
+    hub: &Hub,
+    outcome: RunOutcome,
+    cpu_time: Duration,
+) -> Result<Summary, PipelineError> {
+    let mut g = hub.lock();
     // A thread that panicked as the run was ending anyway still fails it.
-    if let Some(p) = hub.lock().panicked.take() {
+    if let Some(p) = g.panicked.take() {
         return Err(PipelineError::Panicked(p));
     }
-    let outcome = outcome?;
-    let cpu_time = process_cpu_time().saturating_sub(cpu0);
-    let mut g = hub.lock();
     if let Some(e) = g.error.take() {
         return Err(e.into());
     }
@@ -122,11 +253,12 @@ pub fn run_with(
         total.capture.merge(&c);
     }
     Ok(Summary {
+        camera: cfg.mqtt.camera.clone(),
         report,
         total,
         model: parts.detector.info().clone(),
-        source,
-        source_fps,
+        source: parts.source.describe(),
+        source_fps: parts.source.fps(),
         tracks_started: outcome.tracks_started,
         tracks_ended: outcome.tracks_ended,
         events_started: outcome.events_started,
@@ -156,13 +288,65 @@ fn spawn_detector(
         .name("lookout-detect".into())
         .spawn(move || {
             pin(det_core, "detector");
-            if let Err(p) =
-                panics::guard(|| detect_loop(&det, &h, delay, resize, floor, labels.as_deref()))
-            {
+            let settings = Settings {
+                delay,
+                resize,
+                floor,
+                labels: labels.as_deref(),
+            };
+            if let Err(p) = panics::guard(|| detect_loop(&det, &h, &settings)) {
                 panics::stop_everything(&h, p);
             }
             h.lock().detector_exited = true;
             h.cv.notify_all();
+        })
+        .map_err(|e| PipelineError::Thread(format!("cannot start lookout-detect: {e}")))
+}
+
+/// Starts the detector thread shared by several cameras (pinned as a single camera's), with
+/// each camera's detection floor and labels. Returns the thread's CPU time when it ends.
+fn spawn_shared_detector(
+    cams: &[Camera],
+    opts: &RunOptions,
+    parts: &Parts,
+    hubs: &[Arc<Hub>],
+    desk: &Arc<Desk>,
+) -> Result<JoinHandle<Duration>, PipelineError> {
+    let hubs = hubs.to_vec();
+    let desk = Arc::clone(desk);
+    let det_core = parts.core_map.detect;
+    let delay = opts.detect_delay;
+    let per_camera: Vec<(ResizeMode, f32, Option<Vec<usize>>)> = cams
+        .iter()
+        .map(|c| {
+            let cfg = &c.config;
+            (cfg.model.resize, cfg.detection_floor(), cfg.label_filter())
+        })
+        .collect();
+    let det = Arc::clone(&parts.detector);
+    std::thread::Builder::new()
+        .name("lookout-detect".into())
+        .spawn(move || {
+            pin(det_core, "detector");
+            let settings: Vec<Settings> = per_camera
+                .iter()
+                .map(|(resize, floor, labels)| Settings {
+                    delay,
+                    resize: *resize,
+                    floor: *floor,
+                    labels: labels.as_deref(),
+                })
+                .collect();
+            let cpu = panics::guard(|| shared_detect_loop(&det, &desk, &hubs, &settings))
+                .unwrap_or_else(|p| {
+                    for h in &hubs {
+                        panics::stop_everything(h, p.clone());
+                    }
+                    Duration::ZERO
+                });
+            desk.lock().exited = true;
+            desk.cv.notify_all();
+            cpu
         })
         .map_err(|e| PipelineError::Thread(format!("cannot start lookout-detect: {e}")))
 }
@@ -175,6 +359,7 @@ fn run_capture_and_tracker(
     hub: &Arc<Hub>,
     interrupt: &Interrupt,
     writer: Option<&mut TracksWriter>,
+    desk: Option<(&Desk, usize)>,
 ) -> Result<RunOutcome, PipelineError> {
     let Parts {
         source,
@@ -215,11 +400,21 @@ fn run_capture_and_tracker(
             .name("lookout-track".into())
             .spawn_scoped(scope, move || {
                 pin(trk_core, "tracking");
-                let r = panics::guard(|| track_loop(cfg, opts, &h, tracker, events, writer))
-                    .unwrap_or_else(|p| {
-                        panics::stop_everything(&h, p.clone());
-                        Err(PipelineError::Panicked(p))
-                    });
+                let r = panics::guard(|| match desk {
+                    None => track_loop(cfg, opts, &h, &mut &*h, tracker, events, writer),
+                    Some((desk, index)) => {
+                        let mut slot = CameraSlot {
+                            hub: &h,
+                            desk,
+                            index,
+                        };
+                        track_loop(cfg, opts, &h, &mut slot, tracker, events, writer)
+                    }
+                })
+                .unwrap_or_else(|p| {
+                    panics::stop_everything(&h, p.clone());
+                    Err(PipelineError::Panicked(p))
+                });
                 // Whatever happened, release the other threads.
                 h.lock().thread_cpu.track = thread_cpu_time();
                 end_run(&h);
@@ -239,6 +434,33 @@ fn run_capture_and_tracker(
             .join()
             .map_err(|_| PipelineError::Thread("tracker panicked".into()))?
     })
+}
+
+/// Waits for the shared detector thread at the end of a run of several cameras, as
+/// [`join_detector`] waits for a single camera's; returns its CPU time (zero when it was left
+/// with an inference in flight).
+fn join_shared_detector(
+    desk: &Desk,
+    det_thread: JoinHandle<Duration>,
+    stopped: bool,
+    notifier: Option<&Notifier>,
+) -> Result<Duration, PipelineError> {
+    if !stopped {
+        return keeping_watchdog_fed(notifier, || det_thread.join())
+            .map_err(|_| PipelineError::Thread("detector panicked".into()));
+    }
+    let deadline = Instant::now() + Duration::from_millis(250);
+    let mut g = desk.lock();
+    while !g.exited && Instant::now() < deadline {
+        g = desk.wait(g, deadline.saturating_duration_since(Instant::now()));
+    }
+    let exited = g.exited;
+    drop(g);
+    if exited {
+        return Ok(det_thread.join().unwrap_or_default());
+    }
+    log::info!("stopping without waiting for the inference in flight");
+    Ok(Duration::ZERO)
 }
 
 /// Waits for the detector thread at the end of a run. After a stop, at most 250 ms (a stop

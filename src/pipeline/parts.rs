@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cores::{pin, CoreMap};
 use super::error::PipelineError;
-use crate::config::Config;
+use crate::config::{Camera, Config};
 use crate::detect::Detector;
 use crate::events::Events;
 use crate::output::TracksWriter;
@@ -90,6 +90,120 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
         core_map,
         tracks: None,
     })
+}
+
+/// Builds the parts of every camera: one model (loaded once, shared), a source, tracker and
+/// events per camera.
+pub fn build_cameras(cams: &[Camera], pace: Option<Pacing>) -> Result<Vec<Parts>, PipelineError> {
+    let mut all: Vec<Parts> = Vec::with_capacity(cams.len());
+    for cam in cams {
+        let parts = match all.first() {
+            None => build(&cam.config, pace)?,
+            Some(first) => {
+                build_sharing(&cam.config, pace, &first.detector, first.core_map.clone())?
+            }
+        };
+        all.push(parts);
+    }
+    Ok(all)
+}
+
+/// A camera's parts around a model already loaded.
+fn build_sharing(
+    cfg: &Config,
+    pace: Option<Pacing>,
+    detector: &Arc<Detector>,
+    core_map: CoreMap,
+) -> Result<Parts, PipelineError> {
+    let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
+    let tracker =
+        Tracker::new(cfg.tracker.clone()).map_err(|e| PipelineError::Tracker(e.to_string()))?;
+    let events = Events::new(
+        cfg.event_rules()
+            .map_err(|e| PipelineError::Events(e.to_string()))?,
+    );
+    Ok(Parts {
+        detector: Arc::clone(detector),
+        source,
+        tracker,
+        events,
+        core_map,
+        tracks: None,
+    })
+}
+
+/// Brings every camera's parts in line with `new`, as [`Parts::reconcile`] does for one: the
+/// model is loaded once (when `[model]` or the core map changed) and shared; a camera whose
+/// name is new is built, one whose name is gone is dropped. What changed is what changed for
+/// any camera.
+///
+/// # Errors
+/// A model that cannot be loaded, or a new camera that cannot be built: nothing is replaced.
+pub fn reconcile_cameras(
+    parts: &mut Vec<Parts>,
+    old: &[Camera],
+    new: &[Camera],
+    how: Reconcile,
+) -> Result<Reconciled, PipelineError> {
+    let (Some(old0), Some(new0), Some(first)) = (old.first(), new.first(), parts.first()) else {
+        return Err(PipelineError::Cameras("no camera to reconcile".into()));
+    };
+    let mut done = Reconciled::default();
+    let (detector, core_map) = if first.keeps_model(&old0.config, &new0.config) {
+        (Arc::clone(&first.detector), first.core_map.clone())
+    } else {
+        let core_map = CoreMap::plan(&new0.config, &sysinfo::allowed_cores());
+        let d = Arc::new(load_detector(&new0.config, &core_map)?);
+        done.changed.push(Part::Model);
+        (d, core_map)
+    };
+    // New cameras first: one that cannot be built leaves everything as it was.
+    let mut built = Vec::with_capacity(new.len());
+    for cam in new {
+        built.push(match old.iter().any(|o| o.name == cam.name) {
+            true => None,
+            false => Some(build_sharing(
+                &cam.config,
+                how.pace,
+                &detector,
+                core_map.clone(),
+            )?),
+        });
+    }
+    let mut kept: Vec<Option<Parts>> = std::mem::take(parts).into_iter().map(Some).collect();
+    let mut next = Vec::with_capacity(new.len());
+    for (cam, fresh) in new.iter().zip(built) {
+        let was = old.iter().position(|o| o.name == cam.name);
+        let Some((i, mut p)) = was.and_then(|i| kept[i].take().map(|p| (i, p))) else {
+            next.extend(fresh);
+            push_once(&mut done.changed, Part::Source);
+            push_once(&mut done.changed, Part::Tracker);
+            continue;
+        };
+        p.detector = Arc::clone(&detector);
+        p.core_map = core_map.clone();
+        // The model is settled: compare the rest against the old camera with the new model.
+        let mut before = old[i].config.clone();
+        before.model = cam.config.model.clone();
+        before.pipeline.pin_threads = cam.config.pipeline.pin_threads;
+        let r = p.reconcile(&before, &cam.config, how)?;
+        for c in r.changed {
+            push_once(&mut done.changed, c);
+        }
+        done.kept.extend(r.kept);
+        next.push(p);
+    }
+    if new.len() != old.len() {
+        push_once(&mut done.changed, Part::Source);
+    }
+    *parts = next;
+    Ok(done)
+}
+
+fn push_once(changed: &mut Vec<Part>, part: Part) {
+    if !changed.contains(&part) {
+        changed.push(part);
+    }
 }
 
 /// A part of a run that a new configuration may replace.

@@ -136,6 +136,8 @@ pub(super) struct Scheduler<'a> {
     interval: Duration,
     lockstep: bool,
     track_width: u32,
+    /// The camera's name (`CAMERA=` in the journal, the outlets' topics).
+    camera: String,
     opts: &'a RunOptions,
     // ── collaborators ──
     tracker: &'a mut Tracker,
@@ -164,6 +166,8 @@ pub(super) struct Scheduler<'a> {
     seen: Seen,
     /// The source ended and nothing is left in the slot, the job slot or the detector.
     source_finished: bool,
+    /// Another camera of the run failed: this one ends as if stopped.
+    aborted: bool,
     /// STATUS= says the camera is being reopened.
     reconnect_status: bool,
     /// Frames that could not be turned into a gray plane: one warning a minute at most.
@@ -195,6 +199,7 @@ impl<'a> Scheduler<'a> {
             interval: Duration::from_secs_f64(cfg.pipeline.stats_interval),
             lockstep: opts.schedule == Schedule::Lockstep,
             track_width: cfg.pipeline.track_width,
+            camera: cfg.mqtt.camera.clone(),
             opts,
             tracker,
             writer: None,
@@ -216,6 +221,7 @@ impl<'a> Scheduler<'a> {
             pending: None,
             seen: Seen::default(),
             source_finished: false,
+            aborted: false,
             reconnect_status: false,
             frame_errors: RateLimit::per_minute(),
             detect_errors: RateLimit::per_minute(),
@@ -247,6 +253,7 @@ impl<'a> Scheduler<'a> {
             || (self.waiting_for.is_none() && hub.frame.is_some())
             || hub.source_done
             || hub.panicked.is_some()
+            || hub.aborted
             || self.stop_requested()
     }
 
@@ -304,6 +311,7 @@ impl<'a> Scheduler<'a> {
             captured: hub.captured,
             ..self.seen
         };
+        self.aborted = hub.aborted;
         self.source_finished =
             hub.source_done && hub.frame.is_none() && hub.job.is_none() && !hub.detector_busy;
         Taken { frame, results }
@@ -416,9 +424,9 @@ impl<'a> Scheduler<'a> {
             self.count_lost_lines();
             if self.opts.log_events || !self.opts.outlets.is_empty() {
                 let report = self.window.report(self.tracker.tracks().count());
-                self.opts.outlets.stats(&self.window, &report);
+                self.opts.outlets.stats(&self.camera, &self.window, &report);
                 if self.opts.log_events {
-                    report.log();
+                    report.log(&self.camera);
                     // The daemon runs for months: what was freed goes back to the kernel.
                     crate::memory::release_free_memory();
                 }
@@ -437,14 +445,17 @@ impl<'a> Scheduler<'a> {
                 TrackEvent::Started(t) => {
                     self.tracks_started += 1;
                     if self.opts.log_events {
-                        output::log_track_start(&output::track_out(
-                            t.id,
-                            t.class_id,
-                            t.score,
-                            &t.bbox,
-                            t.detected,
-                            t.detected_seq,
-                        ));
+                        output::log_track_start(
+                            &self.camera,
+                            &output::track_out(
+                                t.id,
+                                t.class_id,
+                                t.score,
+                                &t.bbox,
+                                t.detected,
+                                t.detected_seq,
+                            ),
+                        );
                     }
                 }
                 TrackEvent::Ended(t) => {
@@ -458,7 +469,7 @@ impl<'a> Scheduler<'a> {
                             false,
                             t.detected_seq,
                         );
-                        output::log_track_end(&o, t.age_frames);
+                        output::log_track_end(&self.camera, &o, t.age_frames);
                     }
                     ended.push(t);
                 }
@@ -475,7 +486,9 @@ impl<'a> Scheduler<'a> {
             (self.detected.take(), self.events.as_deref())
         {
             let in_view: Vec<Event> = events.in_view().cloned().collect();
-            self.opts.outlets.detected(&frame, &reported, &in_view);
+            self.opts
+                .outlets
+                .detected(&self.camera, &frame, &reported, &in_view);
         }
     }
 
@@ -489,9 +502,9 @@ impl<'a> Scheduler<'a> {
                 self.events_started += 1;
             }
             if self.opts.log_events {
-                output::log_event(&r);
+                output::log_event(&self.camera, &r);
             }
-            self.opts.outlets.event(&r);
+            self.opts.outlets.event(&self.camera, &r);
         }
     }
 
@@ -499,7 +512,7 @@ impl<'a> Scheduler<'a> {
     fn end(&self) -> Option<EndReason> {
         let opts = self.opts;
         let processed = self.total.processed + self.window.processed;
-        if opts.stop.load(Ordering::Relaxed) {
+        if opts.stop.load(Ordering::Relaxed) || self.aborted {
             Some(EndReason::Stopped)
         } else if opts.reload.load(Ordering::Relaxed) {
             Some(EndReason::Reload)

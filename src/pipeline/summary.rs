@@ -23,6 +23,8 @@ pub enum EndReason {
 /// The outcome of a run.
 #[derive(Debug, Clone)]
 pub struct Summary {
+    /// The camera's name (`[[camera]] name`, or `[mqtt] camera` with one camera).
+    pub camera: String,
     /// Counters and histograms of the whole run.
     pub total: Window,
     /// The figures of the whole run.

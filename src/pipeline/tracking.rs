@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::error::PipelineError;
-use super::hub::Hub;
+use super::hub::{DetectorSlot, Hub};
 use super::options::RunOptions;
 use super::panics;
 use super::scheduler::{MonotonicClock, RunOutcome, Scheduler};
@@ -18,11 +18,13 @@ use crate::track::Tracker;
 const POLL: Duration = Duration::from_millis(100);
 
 /// The tracker thread's loop: wait for a frame, a result, the source's end or a stop; then
-/// apply the results, step the frame, and see whether the run is over.
+/// apply the results, step the frame (asking `detector` for detections), and see whether the
+/// run is over.
 pub(super) fn track_loop(
     cfg: &Config,
     opts: &RunOptions,
     hub: &Hub,
+    detector: &mut dyn DetectorSlot,
     tracker: &mut Tracker,
     events: &mut Events,
     writer: Option<&mut TracksWriter>,
@@ -47,7 +49,7 @@ pub(super) fn track_loop(
         if let Some(frame) = taken.frame {
             panics::working_on(frame.seq);
             panics::injected_panic("tracking", frame.seq);
-            s.on_frame(frame, &mut &*hub);
+            s.on_frame(frame, detector);
         }
         if let Some(end) = s.tick() {
             return Ok(s.finish(end));

@@ -245,7 +245,13 @@ fn matching<'a>(e: &Event, reported: &'a [Detection]) -> Option<&'a Detection> {
 }
 
 impl Outlet for Snapshots {
-    fn detected(&self, frame: &Arc<Frame>, reported: &[Detection], in_view: &[Event]) {
+    fn detected(
+        &self,
+        _camera: &str,
+        frame: &Arc<Frame>,
+        reported: &[Detection],
+        in_view: &[Event],
+    ) {
         let now = monotonic_now();
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)

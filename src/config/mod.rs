@@ -11,6 +11,8 @@
 //! With no file at all, [`Config::default`] runs the bundled demo clip with the embedded
 //! model — the README's "main job". The shipped `systemd/lookout.toml` names `/dev/video0`.
 
+mod cameras;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,8 @@ use crate::snapshot::SnapshotsConfig;
 use crate::source::Spec;
 use crate::track::TrackerConfig;
 use crate::vocab::labels;
+
+pub use cameras::{tracks_file_of, Camera, CameraConfig};
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -52,6 +56,10 @@ pub struct Config {
     pub snapshots: SnapshotsConfig,
     /// The Prometheus exporter (`/metrics`, node_exporter text file).
     pub metrics: MetricsConfig,
+    /// `[[camera]]`: several cameras sharing one detector (see [`Config::cameras`]); none =
+    /// `[source]` is the one camera.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub camera: Vec<CameraConfig>,
 }
 
 /// `[source]`
@@ -303,7 +311,14 @@ fn span_of(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
         let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == name)?;
         if let (Some(idx), toml::de::DeValue::Array(items)) = (index, v.get_ref()) {
             if let Some(item) = items.get(idx) {
-                return Some(item.span());
+                // An array of tables (`camera[1].name`) goes on into its element.
+                match item.get_ref() {
+                    toml::de::DeValue::Table(t) if i + 1 < parts.len() => {
+                        table = t;
+                        continue;
+                    }
+                    _ => return Some(item.span()),
+                }
             }
         }
         if i + 1 == parts.len() {
@@ -427,6 +442,7 @@ impl Config {
                 .map(|(k, m)| Problem::new(k, m)),
         );
         p.extend(metrics_problems(self.metrics.check_values()));
+        p.extend(self.check_cameras(false));
         p
     }
 
@@ -673,6 +689,7 @@ pub fn check_environment(cfg: &Config) -> Vec<Problem> {
         p.push(Problem::new(k, m));
     }
     p.extend(metrics_problems(cfg.metrics.check_environment()));
+    p.extend(cfg.check_cameras(true));
     p
 }
 
