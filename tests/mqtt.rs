@@ -370,7 +370,12 @@ fn a_run_publishes_events_counts_snapshots_stats_and_ends_offline() {
         |g| g.retain,
     );
     late.wait_for(
-        "homeassistant/sensor/lookout-t1/yard_model_ms/config",
+        "homeassistant/sensor/lookout-t1/yard_fps/config",
+        Duration::from_secs(5),
+        |g| g.retain,
+    );
+    late.wait_for(
+        "homeassistant/sensor/lookout-t1/model_ms/config",
         Duration::from_secs(5),
         |g| g.retain,
     );
@@ -784,18 +789,20 @@ fn a_broker_that_stops_reading_fills_the_socket_and_the_queue_but_never_the_fram
         rss_held < rss_before + 34 * 1024,
         "RSS floor {rss_before} -> {rss_held} kB while held"
     );
-    // Frames kept flowing at the clip's pace (10 fps) in every stats window while held:
-    // the tracker never waited for the network.
+    // Frames kept flowing at the clip's pace (10 fps) while held: the tracker never waited
+    // for the network. (On a machine busy with other jobs and the 2160-px encodes a window
+    // may come out slow, and a frame or two may be dropped; a tracker held by the network
+    // would fall behind for the whole hold and drop frames by the second.)
     assert!(during.len() >= 20, "stats kept coming: {during:?}");
-    let pace = before.iter().map(|s| s.0).fold(0.0, f64::max);
-    // (A frame or two may be dropped on a machine busy with other jobs and the 2160-px
-    // encodes; a tracker held by the network would drop them by the second.)
-    for (fps, _) in &during {
-        assert!(
-            *fps >= 0.5 * pace,
-            "a stats window while held: {fps} fps (before: up to {pace}); all: {during:?}"
-        );
-    }
+    let mut paced: Vec<f64> = before.iter().map(|s| s.0).collect();
+    paced.sort_by(f64::total_cmp);
+    let pace = paced[paced.len() / 2];
+    let mean = during.iter().map(|s| s.0).sum::<f64>() / during.len() as f64;
+    let slow = during.iter().filter(|s| s.0 < 0.5 * pace).count();
+    assert!(
+        mean >= 0.8 * pace && slow <= 1,
+        "while held: {mean:.1} fps on average, {slow} window(s) under half the pace (before: {pace} fps); all: {during:?}"
+    );
     let frames: f64 = during.iter().map(|s| s.0 * 0.5).sum();
     let dropped: u64 = during.iter().map(|s| s.1).sum();
     assert!(
@@ -822,4 +829,90 @@ fn a_broker_that_stops_reading_fills_the_socket_and_the_queue_but_never_the_fram
     signal(&child, "TERM");
     let status = wait_exit(&mut child, Duration::from_secs(10));
     assert!(status.success(), "{}", log_of(&log));
+}
+
+#[test]
+fn several_cameras_publish_under_their_own_names_and_get_their_own_entities() {
+    if !have_mosquitto() {
+        return;
+    }
+    let broker = Broker::start();
+    let sub = Sub::new(broker.port);
+    let dir = tempfile::tempdir().unwrap();
+    // Two cameras on the bundled clip; the yard one reports cars only, so its person count
+    // and entities do not exist.
+    let cfg = format!(
+        "[pipeline]\nstats_interval = 1.0\npin_threads = false\n[mqtt]\nhost = \"127.0.0.1\"\nport = {}\nclient_id = \"lookout-t7\"\n\n[[camera]]\nname = \"door\"\n[camera.source]\nspec = \"demo\"\n[camera.events]\nlabels = [\"person\"]\n\n[[camera]]\nname = \"yard\"\n[camera.source]\nspec = \"demo\"\n[camera.events]\nlabels = [\"car\"]\n",
+        broker.port
+    );
+    let (mut child, log) = lookout(dir.path(), &cfg);
+    let status = wait_exit(&mut child, Duration::from_secs(300));
+    let text = log_of(&log);
+    assert!(status.success(), "{text}");
+    std::thread::sleep(Duration::from_millis(500));
+    let all = sub.all();
+    let has = |t: &str| all.iter().any(|g| g.topic == t);
+    for t in [
+        "homeassistant/binary_sensor/lookout-t7/door_person_occupancy/config",
+        "homeassistant/sensor/lookout-t7/yard_car_count/config",
+        "homeassistant/sensor/lookout-t7/door_fps/config",
+        "homeassistant/sensor/lookout-t7/yard_fps/config",
+        "homeassistant/sensor/lookout-t7/model_ms/config",
+        "lookout/door/person",
+        "lookout/door/all",
+        "lookout/yard/car",
+        "lookout/yard/all",
+    ] {
+        assert!(has(t), "{t} was published; got {:?}", topics(&all));
+    }
+    assert!(
+        !has("lookout/yard/person")
+            && !has("homeassistant/sensor/lookout-t7/yard_person_count/config")
+    );
+    // Events name their camera, with that camera's labels; both cameras saw the people and
+    // the cars of the clip.
+    let events: Vec<serde_json::Value> = sub.on("lookout/events").iter().map(Got::json).collect();
+    let of = |cam: &str| {
+        events
+            .iter()
+            .filter(|e| e["after"]["camera"] == cam)
+            .map(|e| e["after"]["label"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    let (door, yard) = (of("door"), of("yard"));
+    assert!(
+        !door.is_empty() && door.iter().all(|l| l == "person"),
+        "door: {door:?}"
+    );
+    assert!(
+        !yard.is_empty() && yard.iter().all(|l| l == "car"),
+        "yard: {yard:?}"
+    );
+    // The counts of each camera went up and came back to 0 at the end.
+    for t in ["lookout/door/person", "lookout/yard/car"] {
+        let counts: Vec<String> = sub.on(t).iter().map(Got::text).collect();
+        assert!(counts.iter().any(|c| c != "0"), "{t}: {counts:?}");
+        assert_eq!(
+            counts.last().map(String::as_str),
+            Some("0"),
+            "{t}: {counts:?}"
+        );
+    }
+    // A stats message names its camera, and carries every camera that has reported.
+    let stats: Vec<serde_json::Value> = sub.on("lookout/stats").iter().map(Got::json).collect();
+    assert!(stats.iter().any(|s| s["camera"] == "door"));
+    assert!(stats.iter().any(|s| s["camera"] == "yard"));
+    assert!(
+        stats
+            .iter()
+            .any(|s| s["cameras"]["door"].is_object() && s["cameras"]["yard"].is_object()),
+        "{stats:?}"
+    );
+}
+
+fn topics(all: &[Got]) -> Vec<String> {
+    let mut t: Vec<String> = all.iter().map(|g| g.topic.clone()).collect();
+    t.sort();
+    t.dedup();
+    t
 }

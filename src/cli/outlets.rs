@@ -21,7 +21,11 @@ pub struct Running {
 
 fn announce(cfg: &Config) -> Announce {
     Announce {
-        labels: mqtt::announced_labels(&cfg.events),
+        cameras: cfg
+            .cameras()
+            .into_iter()
+            .map(|c| (c.name, mqtt::announced_labels(&c.config.events)))
+            .collect(),
         snapshots: cfg.snapshots.enabled,
     }
 }
@@ -53,11 +57,13 @@ impl Running {
             return Ok(());
         }
         warn_password(cfg, config_file);
-        let m = Mqtt::start(&cfg.mqtt, &announce(cfg), self.counters.clone())?;
+        let a = announce(cfg);
+        let m = Mqtt::start(&cfg.mqtt, &a, self.counters.clone())?;
+        let names: Vec<String> = a.cameras.iter().map(|(c, _)| format!("{c:?}")).collect();
         log::info!(
             LOOKOUT_EVENT = "mqtt";
-            "MQTT: publishing to {}:{} under {}/ as camera {:?}{}",
-            cfg.mqtt.host, cfg.mqtt.port, cfg.mqtt.topic_prefix, cfg.mqtt.camera,
+            "MQTT: publishing to {}:{} under {}/ as camera {}{}",
+            cfg.mqtt.host, cfg.mqtt.port, cfg.mqtt.topic_prefix, names.join(", "),
             if cfg.mqtt.discovery { format!(", Home Assistant discovery under {}/", cfg.mqtt.discovery_prefix) } else { String::new() }
         );
         self.mqtt = Some(m);
@@ -71,7 +77,6 @@ impl Running {
         }
         self.snapshots = Some(Snapshots::start(
             s,
-            &cfg.mqtt.camera,
             self.mqtt.clone(),
             self.counters.clone(),
         )?);

@@ -1,8 +1,10 @@
 //! Home Assistant MQTT discovery: retained `<discovery_prefix>/<component>/<node>/<object>/config`
 //! messages that make lookout's entities appear with no YAML. One device per lookout
 //! instance; per camera and label an occupancy `binary_sensor`, a count `sensor` and (with
-//! snapshots) an `image`; diagnostic sensors from the stats message. Every entity is
-//! unavailable while lookout is (`<prefix>/available`).
+//! snapshots) an `image`; diagnostic sensors from the stats message: per camera its frame
+//! rates, frame age and dropped frames (from the message's `cameras` object), once for the
+//! device the model time, MQTT drops and CPU temperature. Every entity is unavailable while
+//! lookout is (`<prefix>/available`).
 
 use serde_json::{json, Value};
 
@@ -15,10 +17,10 @@ pub struct DiscoveryInput {
     pub prefix: String,
     /// The client id (the device's name; its id in plain characters is the node id).
     pub client_id: String,
-    /// The camera's topics.
+    /// The topics (`<prefix>/…`).
     pub topics: Topics,
-    /// The label levels announced (`person`, `car`, …).
-    pub labels: Vec<String>,
+    /// The cameras, each with the label levels announced for it (`person`, `car`, …).
+    pub cameras: Vec<(String, Vec<String>)>,
     /// Whether snapshots are published (an `image` entity per label).
     pub snapshots: bool,
     /// Whether the board reports a CPU temperature.
@@ -39,47 +41,39 @@ pub fn node_id(client_id: &str) -> String {
         .collect()
 }
 
-/// The diagnostic sensors: object id suffix, name, stats field, unit.
-const DIAGNOSTICS: [(&str, &str, &str, &str); 6] = [
-    ("fps", "Frames per second", "fps", "fps"),
-    ("detect_fps", "Detections per second", "detect_fps", "Hz"),
-    ("model_ms", "Model time", "model_time_ms", "ms"),
+/// A camera's diagnostic sensors: object id suffix, name, field of its entry in the stats
+/// message's `cameras` object, unit.
+const CAMERA_DIAGNOSTICS: [(&str, &str, &str, &str); 4] = [
+    ("fps", "Frames per second", "process_fps", "fps"),
+    ("detect_fps", "Detections per second", "detection_fps", "Hz"),
     ("frame_age_ms", "Frame age", "frame_age_ms", "ms"),
     ("frames_dropped", "Frames dropped", "frames_dropped", ""),
+];
+
+/// The device's diagnostic sensors: object id, name, stats message field, unit.
+const DEVICE_DIAGNOSTICS: [(&str, &str, &str, &str); 2] = [
+    ("model_ms", "Model time", "model_time_ms", "ms"),
     ("mqtt_dropped", "MQTT messages dropped", "mqtt_dropped", ""),
 ];
 
-/// Every discovery message, `(topic, payload)`, in a stable order.
-pub fn messages(d: &DiscoveryInput) -> Vec<(String, Vec<u8>)> {
-    let node = node_id(&d.client_id);
-    let camera = d.topics.camera();
-    let device = json!({
-        "identifiers": [node],
-        "name": d.client_id,
-        "manufacturer": "lookout",
-        "model": "lookout object detection",
-        "sw_version": env!("CARGO_PKG_VERSION"),
-    });
-    let origin = json!({"name": "lookout", "sw_version": env!("CARGO_PKG_VERSION")});
-    let available = d.topics.available();
-    let entity = |component: &str, object: String, mut body: Value| {
-        let unique = format!("{node}_{object}");
-        body["unique_id"] = json!(unique);
-        body["object_id"] = json!(unique);
-        body["device"] = device.clone();
-        body["origin"] = origin.clone();
-        body["availability_topic"] = json!(available);
-        (
-            format!("{}/{component}/{node}/{object}/config", d.prefix),
-            body.to_string().into_bytes(),
-        )
-    };
+/// One discovery message: the entity's component, object id and body.
+type Entity<'a> = dyn Fn(&str, String, Value) -> (String, Vec<u8>) + 'a;
+
+/// `camera`'s per-label entities: occupancy, count and (with snapshots) the picture, for
+/// each of `labels` and `all`.
+fn label_entities(
+    d: &DiscoveryInput,
+    camera: &str,
+    labels: &[String],
+    entity: &Entity,
+) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut labels: Vec<&str> = d.labels.iter().map(String::as_str).collect();
+    let topics = Topics::new(d.topics.prefix(), camera);
+    let mut labels: Vec<&str> = labels.iter().map(String::as_str).collect();
     labels.push("all");
     for label in labels {
         let name = label.replace('_', " ");
-        let state = d.topics.count(label);
+        let state = topics.count(label);
         out.push(entity(
             "binary_sensor",
             format!("{camera}_{label}_occupancy"),
@@ -106,36 +100,83 @@ pub fn messages(d: &DiscoveryInput) -> Vec<(String, Vec<u8>)> {
                 format!("{camera}_{label}_snapshot"),
                 json!({
                     "name": format!("{camera} {name} snapshot"),
-                    "image_topic": d.topics.snapshot(label),
+                    "image_topic": topics.snapshot(label),
                     "content_type": "image/jpeg",
                 }),
             ));
         }
     }
-    let mut diagnostics: Vec<(&str, &str, &str, &str)> = DIAGNOSTICS.to_vec();
-    if d.temperature {
-        diagnostics.push((
-            "cpu_temperature",
-            "CPU temperature",
-            "cpu_temperature",
-            "°C",
-        ));
-    }
-    for (suffix, name, field, unit) in diagnostics {
+    out
+}
+
+/// Every discovery message, `(topic, payload)`, in a stable order.
+pub fn messages(d: &DiscoveryInput) -> Vec<(String, Vec<u8>)> {
+    let node = node_id(&d.client_id);
+    let device = json!({
+        "identifiers": [node],
+        "name": d.client_id,
+        "manufacturer": "lookout",
+        "model": "lookout object detection",
+        "sw_version": env!("CARGO_PKG_VERSION"),
+    });
+    let origin = json!({"name": "lookout", "sw_version": env!("CARGO_PKG_VERSION")});
+    let available = d.topics.available();
+    let entity = |component: &str, object: String, mut body: Value| {
+        let unique = format!("{node}_{object}");
+        body["unique_id"] = json!(unique);
+        body["object_id"] = json!(unique);
+        body["device"] = device.clone();
+        body["origin"] = origin.clone();
+        body["availability_topic"] = json!(available);
+        (
+            format!("{}/{component}/{node}/{object}/config", d.prefix),
+            body.to_string().into_bytes(),
+        )
+    };
+    let diagnostic = |name: String, template: String, unit: &str| {
         let mut body = json!({
-            "name": format!("{camera} {}", name.to_lowercase()),
+            "name": name,
             "state_topic": d.topics.stats(),
-            "value_template": format!("{{{{ value_json.{field} }}}}"),
+            "value_template": template,
             "state_class": "measurement",
             "entity_category": "diagnostic",
         });
         if !unit.is_empty() {
             body["unit_of_measurement"] = json!(unit);
         }
-        if suffix == "cpu_temperature" {
+        body
+    };
+    let mut out = Vec::new();
+    for (camera, labels) in &d.cameras {
+        out.extend(label_entities(d, camera, labels, &entity));
+        // Every camera's latest window is in each stats message; a camera that has not
+        // reported yet reads as unknown.
+        for (suffix, name, field, unit) in CAMERA_DIAGNOSTICS {
+            let template =
+                format!("{{{{ (value_json.cameras.get('{camera}') or {{}}).get('{field}') }}}}");
+            let body = diagnostic(format!("{camera} {}", name.to_lowercase()), template, unit);
+            out.push(entity("sensor", format!("{camera}_{suffix}"), body));
+        }
+    }
+    let mut device: Vec<(&str, &str, &str, &str)> = DEVICE_DIAGNOSTICS.to_vec();
+    if d.temperature {
+        device.push((
+            "cpu_temperature",
+            "CPU temperature",
+            "cpu_temperature",
+            "°C",
+        ));
+    }
+    for (object, name, field, unit) in device {
+        let mut body = diagnostic(
+            name.to_string(),
+            format!("{{{{ value_json.{field} }}}}"),
+            unit,
+        );
+        if object == "cpu_temperature" {
             body["device_class"] = json!("temperature");
         }
-        out.push(entity("sensor", format!("{camera}_{suffix}"), body));
+        out.push(entity("sensor", object.to_string(), body));
     }
     out
 }
@@ -149,7 +190,7 @@ mod tests {
             prefix: "homeassistant".into(),
             client_id: "lookout-pi.local".into(),
             topics: Topics::new("lookout", "front"),
-            labels: vec!["person".into(), "car".into()],
+            cameras: vec![("front".into(), vec!["person".into(), "car".into()])],
             snapshots: true,
             temperature: false,
         }
@@ -167,11 +208,42 @@ mod tests {
             topics.contains(&"homeassistant/image/lookout-pi_local/front_person_snapshot/config")
         );
         assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/front_all_count/config"));
-        assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/front_model_ms/config"));
+        assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/front_fps/config"));
+        assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/model_ms/config"));
         assert!(!topics.iter().any(|t| t.contains("all_snapshot")));
         assert!(!topics.iter().any(|t| t.contains("cpu_temperature")));
-        // 3 labels (all included) × occupancy + count, 2 snapshots, 6 diagnostics.
-        assert_eq!(m.len(), 3 * 2 + 2 + 6);
+        // 3 labels (all included) × occupancy + count, 2 snapshots, 4 camera and 2 device
+        // diagnostics.
+        assert_eq!(m.len(), 3 * 2 + 2 + 4 + 2);
+    }
+
+    #[test]
+    fn several_cameras_each_get_their_entities_and_the_device_its_own_once() {
+        let mut d = input();
+        d.cameras.push(("yard".into(), vec!["dog".into()]));
+        let m = messages(&d);
+        let topics: Vec<&str> = m.iter().map(|(t, _)| t.as_str()).collect();
+        assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/yard_dog_count/config"));
+        assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/yard_fps/config"));
+        assert!(!topics.iter().any(|t| t.contains("yard_person")));
+        // front: 14 as above less the 2 device ones; yard: 2 labels × 2, 1 snapshot, 4
+        // diagnostics; the device: 2.
+        assert_eq!(m.len(), 12 + (2 * 2 + 1 + 4) + 2);
+        let fps: Value =
+            serde_json::from_slice(&m.iter().find(|(t, _)| t.contains("/yard_fps/")).unwrap().1)
+                .unwrap();
+        assert_eq!(
+            fps["value_template"],
+            "{{ (value_json.cameras.get('yard') or {}).get('process_fps') }}"
+        );
+        let person: Value = serde_json::from_slice(
+            &m.iter()
+                .find(|(t, _)| t.contains("/yard_dog_occupancy/"))
+                .unwrap()
+                .1,
+        )
+        .unwrap();
+        assert_eq!(person["state_topic"], "lookout/yard/dog");
     }
 
     #[test]

@@ -271,7 +271,15 @@ impl Link {
             let mut g = self.lock();
             let batch: Vec<Message> = loop {
                 if g.stop {
-                    break Vec::new();
+                    // What is queued when lookout stops (the last events' `end`) still goes
+                    // out before `offline`, connected; the connection takes what it can at once.
+                    let rest = if g.connected {
+                        g.queued_bytes = 0;
+                        g.queue.drain(..).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    break rest;
                 }
                 if g.connected {
                     if g.replay_at.is_some_and(|t| t <= Instant::now()) {
@@ -304,6 +312,10 @@ impl Link {
             let connected = g.connected;
             drop(g);
             if stopping {
+                let until = Instant::now() + STOP_FLUSH;
+                for m in batch {
+                    self.publish(m, until);
+                }
                 if connected {
                     let (topic, payload) = offline;
                     let _ = self
@@ -314,15 +326,15 @@ impl Link {
                 return;
             }
             for m in batch {
-                self.publish(m);
+                self.publish(m, Instant::now() + Duration::from_secs(2));
             }
         }
     }
 
     /// Hands one message to the connection; waits while the connection's own queue is full
-    /// (a slow socket), up to 2 s, then drops it.
-    fn publish(&self, m: Message) {
-        let deadline = Instant::now() + Duration::from_secs(2);
+    /// (a slow socket), until `deadline` (2 s; on stop, what is left of the stop's wait), then
+    /// drops it.
+    fn publish(&self, m: Message, deadline: Instant) {
         loop {
             match self
                 .client
@@ -332,7 +344,7 @@ impl Link {
                     self.counters.mqtt_sent.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
-                Err(_) if Instant::now() < deadline && !self.lock().stop => {
+                Err(_) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Err(_) => {

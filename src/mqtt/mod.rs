@@ -62,10 +62,30 @@ pub fn announced_labels(events: &EventsConfig) -> Vec<String> {
 /// What the events under way look like to MQTT.
 #[derive(Default)]
 struct Live {
-    /// Per event number: its context and the last `after` sent.
-    events: HashMap<u64, (EventContext, Value)>,
-    /// Events under way per label level.
-    counts: BTreeMap<String, u32>,
+    /// Per camera and event number (each camera numbers its own): its context and the last
+    /// `after` sent.
+    events: HashMap<(String, u64), (EventContext, Value)>,
+    /// Events under way per camera and label level.
+    counts: BTreeMap<(String, String), u32>,
+    /// Every camera's latest entry in the stats message's `cameras` object.
+    cameras: serde_json::Map<String, Value>,
+}
+
+impl Live {
+    fn count(&self, camera: &str, label: &str) -> u32 {
+        self.counts
+            .get(&(camera.to_string(), label.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn count_all(&self, camera: &str) -> u32 {
+        self.counts
+            .iter()
+            .filter(|((c, _), _)| c == camera)
+            .map(|(_, n)| n)
+            .sum()
+    }
 }
 
 /// A connected (or connecting) MQTT outlet.
@@ -84,8 +104,8 @@ pub struct Mqtt {
 /// What discovery and counts depend on beyond `[mqtt]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Announce {
-    /// Label levels (`person`, …).
-    pub labels: Vec<String>,
+    /// The cameras, each with its label levels (`person`, …).
+    pub cameras: Vec<(String, Vec<String>)>,
     /// Whether snapshots are published.
     pub snapshots: bool,
 }
@@ -176,7 +196,7 @@ impl Mqtt {
                 prefix: self.cfg.discovery_prefix.clone(),
                 client_id: self.cfg.client_id(),
                 topics: self.topics.clone(),
-                labels: a.labels.clone(),
+                cameras: a.cameras.clone(),
                 snapshots: a.snapshots,
                 temperature: crate::sysinfo::cpu_temperature().is_some(),
             })
@@ -194,27 +214,29 @@ impl Mqtt {
         *announced = new;
         drop(announced);
         let live = self.live();
-        let mut levels = a.labels.clone();
-        levels.push("all".into());
-        for label in levels {
-            let n = if label == "all" {
-                live.counts.values().sum()
-            } else {
-                live.counts.get(&label).copied().unwrap_or(0)
-            };
-            self.link.set_state(
-                &self.topics.count(&label),
-                n.to_string().into_bytes(),
-                self.qos,
-            );
+        for (camera, labels) in &a.cameras {
+            let topics = self.topics_of(camera);
+            for label in labels {
+                let n = live.count(camera, label);
+                self.link
+                    .set_state(&topics.count(label), n.to_string().into_bytes(), self.qos);
+            }
+            let all = live.count_all(camera);
+            self.link
+                .set_state(&topics.count_all(), all.to_string().into_bytes(), self.qos);
         }
+    }
+
+    /// `camera`'s topics.
+    fn topics_of(&self, camera: &str) -> Topics {
+        Topics::new(&self.cfg.topic_prefix, camera)
     }
 
     /// Removes every entity this client announced (the configuration no longer has them),
     /// then stops.
     pub fn retire(&self) {
         self.announce(&Announce {
-            labels: Vec::new(),
+            cameras: Vec::new(),
             snapshots: false,
         });
         let gone: Vec<String> =
@@ -230,10 +252,12 @@ impl Mqtt {
         self.link.stop();
     }
 
-    /// A snapshot of event `event` (its number) was made: published (retained) on its
-    /// label's snapshot topic, and an `update` tells the event has one.
+    /// A snapshot of `camera`'s event `event` (its number) was made: published (retained) on
+    /// its label's snapshot topic, and an `update` tells the event has one.
+    #[allow(clippy::too_many_arguments)]
     pub fn snapshot(
         &self,
+        camera: &str,
         event: u64,
         label: &str,
         jpeg: Vec<u8>,
@@ -241,10 +265,13 @@ impl Mqtt {
         b: BBox,
         score: f32,
     ) {
-        self.link
-            .set_state(&self.topics.snapshot(label), jpeg, QoS::AtMostOnce);
+        self.link.set_state(
+            &self.topics_of(camera).snapshot(label),
+            jpeg,
+            QoS::AtMostOnce,
+        );
         let mut live = self.live();
-        let Some((ctx, after)) = live.events.get_mut(&event) else {
+        let Some((ctx, after)) = live.events.get_mut(&(camera.to_string(), event)) else {
             return;
         };
         ctx.snapshot = Some((frame_time, b, score));
@@ -271,26 +298,20 @@ impl Mqtt {
         });
     }
 
-    fn set_count(&self, live: &Live, label: &str) {
-        let n = live.counts.get(label).copied().unwrap_or(0);
-        self.link.set_state(
-            &self.topics.count(label),
-            n.to_string().into_bytes(),
-            self.qos,
-        );
-        let all: u32 = live.counts.values().sum();
-        self.link.set_state(
-            &self.topics.count_all(),
-            all.to_string().into_bytes(),
-            self.qos,
-        );
+    fn set_count(&self, live: &Live, camera: &str, label: &str) {
+        let topics = self.topics_of(camera);
+        let n = live.count(camera, label);
+        self.link
+            .set_state(&topics.count(label), n.to_string().into_bytes(), self.qos);
+        let all = live.count_all(camera);
+        self.link
+            .set_state(&topics.count_all(), all.to_string().into_bytes(), self.qos);
     }
 }
 
 impl Outlet for Mqtt {
-    fn event(&self, _camera: &str, record: &EventRecord) {
+    fn event(&self, camera: &str, record: &EventRecord) {
         let now = wall_now();
-        let camera = self.topics.camera().to_string();
         let mut live = self.live();
         match record {
             EventRecord::Start(e) => {
@@ -302,18 +323,22 @@ impl Outlet for Mqtt {
                     entered_zones: e.zones.clone(),
                     snapshot: None,
                 };
-                let after = payload::event_object(e, &camera, &ctx);
+                let after = payload::event_object(e, camera, &ctx);
                 let body = payload::event_message(EventKind::New, None, &after);
                 let label = payload::label_level(e.class_id);
-                *live.counts.entry(label.clone()).or_insert(0) += 1;
-                live.events.insert(e.id, (ctx, after));
-                self.set_count(&live, &label);
+                *live
+                    .counts
+                    .entry((camera.to_string(), label.clone()))
+                    .or_insert(0) += 1;
+                live.events.insert((camera.to_string(), e.id), (ctx, after));
+                self.set_count(&live, camera, &label);
                 drop(live);
                 self.send_event(body, false);
             }
             EventRecord::Update(e) | EventRecord::End(e) => {
                 let end = matches!(record, EventRecord::End(_));
-                let Some((mut ctx, before)) = live.events.remove(&e.id) else {
+                let key = (camera.to_string(), e.id);
+                let Some((mut ctx, before)) = live.events.remove(&key) else {
                     return;
                 };
                 ctx.frame_time = now;
@@ -325,7 +350,7 @@ impl Outlet for Mqtt {
                 if end {
                     ctx.end_time = Some(now);
                 }
-                let after = payload::event_object(e, &camera, &ctx);
+                let after = payload::event_object(e, camera, &ctx);
                 let old_label = before["label"].as_str().unwrap_or("").replace(' ', "_");
                 let label = payload::label_level(e.class_id);
                 let kind = if end {
@@ -335,19 +360,25 @@ impl Outlet for Mqtt {
                 };
                 let body = payload::event_message(kind, Some(&before), &after);
                 if end || old_label != label {
-                    if let Some(n) = live.counts.get_mut(&old_label) {
+                    if let Some(n) = live
+                        .counts
+                        .get_mut(&(camera.to_string(), old_label.clone()))
+                    {
                         *n = n.saturating_sub(1);
                     }
-                    self.set_count(&live, &old_label);
+                    self.set_count(&live, camera, &old_label);
                 }
                 if end {
-                    self.set_count(&live, &label);
+                    self.set_count(&live, camera, &label);
                 } else {
                     if old_label != label {
-                        *live.counts.entry(label.clone()).or_insert(0) += 1;
-                        self.set_count(&live, &label);
+                        *live
+                            .counts
+                            .entry((camera.to_string(), label.clone()))
+                            .or_insert(0) += 1;
+                        self.set_count(&live, camera, &label);
                     }
-                    live.events.insert(e.id, (ctx, after));
+                    live.events.insert(key, (ctx, after));
                 }
                 drop(live);
                 self.send_event(body, !end);
@@ -355,16 +386,22 @@ impl Outlet for Mqtt {
         }
     }
 
-    fn stats(&self, _camera: &str, _window: &Window, report: &Report) {
+    fn stats(&self, camera: &str, _window: &Window, report: &Report) {
         let ctx = StatsContext {
             uptime: self.started.elapsed().as_secs_f64(),
             cpu_temperature: crate::sysinfo::cpu_temperature(),
             mqtt_sent: self.counters.mqtt_sent.load(Ordering::Relaxed),
             mqtt_dropped: self.counters.mqtt_dropped.load(Ordering::Relaxed),
         };
+        let cameras = {
+            let mut live = self.live();
+            live.cameras
+                .insert(camera.to_string(), payload::camera_entry(report));
+            live.cameras.clone()
+        };
         self.link.send(Message {
             topic: self.topics.stats(),
-            payload: payload::stats_message(report, self.topics.camera(), &ctx),
+            payload: payload::stats_message(report, camera, &cameras, &ctx),
             qos: self.qos,
             retain: false,
             droppable: true,

@@ -36,6 +36,11 @@ impl Topics {
         }
     }
 
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The camera's name.
     pub fn camera(&self) -> &str {
         &self.camera
@@ -188,9 +193,28 @@ pub struct StatsContext {
     pub mqtt_dropped: u64,
 }
 
-/// The `<prefix>/stats` message: the journal's stats fields (same names, lower case) at the
-/// top level, plus Frigate's `service`, `cameras` and `detectors` objects.
-pub fn stats_message(r: &Report, camera: &str, ctx: &StatsContext) -> Vec<u8> {
+/// A camera's entry in the stats message's `cameras` object (Frigate's names).
+pub fn camera_entry(r: &Report) -> Value {
+    json!({
+        "camera_fps": r.capture_fps,
+        "process_fps": r.fps,
+        "detection_fps": r.detect_fps,
+        "skipped_fps": 0.0,
+        "frames_dropped": r.frames_dropped,
+        "frame_age_ms": r.frame_age_ms,
+    })
+}
+
+/// The `<prefix>/stats` message of `camera`'s stats window: the journal's stats fields (same
+/// names, lower case) at the top level, with `camera` naming whose they are, plus Frigate's
+/// `service`, `cameras` (every camera's latest window: `cameras`, which holds `camera`'s
+/// entry too) and `detectors` objects.
+pub fn stats_message(
+    r: &Report,
+    camera: &str,
+    cameras: &Map<String, Value>,
+    ctx: &StatsContext,
+) -> Vec<u8> {
     let mut top = match serde_json::to_value(r) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
@@ -203,18 +227,8 @@ pub fn stats_message(r: &Report, camera: &str, ctx: &StatsContext) -> Vec<u8> {
         "service".into(),
         json!({"uptime": ctx.uptime.round(), "version": env!("CARGO_PKG_VERSION")}),
     );
-    let mut cams = Map::new();
-    cams.insert(
-        camera.into(),
-        json!({
-            "camera_fps": r.capture_fps,
-            "process_fps": r.fps,
-            "detection_fps": r.detect_fps,
-            "skipped_fps": 0.0,
-            "frames_dropped": r.frames_dropped,
-            "frame_age_ms": r.frame_age_ms,
-        }),
-    );
+    let mut cams = cameras.clone();
+    cams.entry(camera).or_insert_with(|| camera_entry(r));
     top.insert("cameras".into(), Value::Object(cams));
     top.insert(
         "detectors".into(),
@@ -307,8 +321,13 @@ mod tests {
             tracks_lines_lost: 0,
             tracks: 2,
         };
-        let v: Value =
-            serde_json::from_slice(&stats_message(&r, "front", &StatsContext::default())).unwrap();
+        let v: Value = serde_json::from_slice(&stats_message(
+            &r,
+            "front",
+            &Map::new(),
+            &StatsContext::default(),
+        ))
+        .unwrap();
         assert_eq!(v["fps"], 10.0);
         assert_eq!(v["model_time_ms"], 80.5);
         assert_eq!(v["cameras"]["front"]["detection_fps"], 2.0);

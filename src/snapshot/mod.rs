@@ -64,6 +64,7 @@ impl Candidate {
 
 /// One picture to make.
 struct Job {
+    camera: String,
     event: u64,
     label: String,
     frame: Arc<Frame>,
@@ -92,10 +93,10 @@ struct Queue {
 /// The snapshot outlet (see the module documentation).
 pub struct Snapshots {
     cfg: SnapshotsConfig,
-    camera: String,
     mqtt: Option<Arc<Mqtt>>,
     counters: Arc<Counters>,
-    best: Mutex<HashMap<u64, Best>>,
+    /// Per camera and event number.
+    best: Mutex<HashMap<(String, u64), Best>>,
     queue: Arc<(Mutex<Queue>, Condvar)>,
 }
 
@@ -107,13 +108,11 @@ impl Snapshots {
     /// Starts the encoder thread. `mqtt`: where pictures are published (none: only `dir`).
     pub fn start(
         cfg: &SnapshotsConfig,
-        camera: &str,
         mqtt: Option<Arc<Mqtt>>,
         counters: Arc<Counters>,
     ) -> Result<Arc<Snapshots>, String> {
         let s = Arc::new(Snapshots {
             cfg: cfg.clone(),
-            camera: camera.to_string(),
             mqtt,
             counters,
             best: Mutex::new(HashMap::new()),
@@ -188,7 +187,8 @@ impl Snapshots {
                 if let Some(held) = warn.hit(monotonic_now()) {
                     log::warn!(
                         LOOKOUT_EVENT = "snapshot_failed";
-                        "snapshot of event {} not made: {e}{}",
+                        "snapshot of {} event {} not made: {e}{}",
+                        job.camera,
                         job.event,
                         if held.count > 0 { format!(" ({} more failures held back)", held.count) } else { String::new() }
                     );
@@ -209,18 +209,19 @@ impl Snapshots {
                 max_age: (self.cfg.max_days > 0.0)
                     .then(|| Duration::from_secs_f64(self.cfg.max_days * 86_400.0)),
             };
-            let name = store::file_name(&self.camera, job.start_secs, job.event, &job.label);
+            let name = store::file_name(&job.camera, job.start_secs, job.event, &job.label);
             store::save(
                 &PathBuf::from(&self.cfg.dir),
                 &name,
                 &jpeg,
-                &self.camera,
+                &job.camera,
                 &bounds,
             )
             .map_err(|e| format!("{}: {e}", self.cfg.dir))?;
         }
         if let Some(mqtt) = &self.mqtt {
             mqtt.snapshot(
+                &job.camera,
                 job.event,
                 &job.label,
                 jpeg,
@@ -247,7 +248,7 @@ fn matching<'a>(e: &Event, reported: &'a [Detection]) -> Option<&'a Detection> {
 impl Outlet for Snapshots {
     fn detected(
         &self,
-        _camera: &str,
+        camera: &str,
         frame: &Arc<Frame>,
         reported: &[Detection],
         in_view: &[Event],
@@ -260,9 +261,12 @@ impl Outlet for Snapshots {
         let frame_time = wall - now.saturating_sub(frame.captured_at).as_secs_f64();
         let (w, h) = (frame.width as f32, frame.height as f32);
         let mut best = lock(&self.best);
-        // An event out of view may come back (rejoined): its entry stays a while.
-        best.retain(|id, b| {
-            in_view.iter().any(|e| e.id == *id) || now.saturating_sub(b.taken_at) < FORGET_AFTER
+        // An event out of view may come back (rejoined): its entry stays a while. Other
+        // cameras' entries are theirs to keep.
+        best.retain(|(c, id), b| {
+            c != camera
+                || in_view.iter().any(|e| e.id == *id)
+                || now.saturating_sub(b.taken_at) < FORGET_AFTER
         });
         for e in in_view {
             let Some(d) = matching(e, reported) else {
@@ -277,8 +281,9 @@ impl Outlet for Snapshots {
                     || b.x1 >= w - EDGE_PX
                     || b.y1 >= h - EDGE_PX,
             };
-            let start_secs = best.get(&e.id).map(|x| x.start_secs).unwrap_or(wall as u64);
-            let due = match best.get(&e.id) {
+            let key = (camera.to_string(), e.id);
+            let start_secs = best.get(&key).map(|x| x.start_secs).unwrap_or(wall as u64);
+            let due = match best.get(&key) {
                 None => true,
                 Some(x) => {
                     c.better_than(&x.candidate) && now.saturating_sub(x.taken_at) >= MIN_INTERVAL
@@ -288,7 +293,7 @@ impl Outlet for Snapshots {
                 continue;
             }
             best.insert(
-                e.id,
+                key,
                 Best {
                     candidate: c,
                     taken_at: now,
@@ -296,6 +301,7 @@ impl Outlet for Snapshots {
                 },
             );
             self.submit(Job {
+                camera: camera.to_string(),
                 event: e.id,
                 label: label_level(e.class_id),
                 frame: frame.clone(),
