@@ -34,8 +34,12 @@ pub struct BenchArgs {
     /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/, `exec:COMMAND ARGS…` or `demo`
     /// (overrides the configuration). Files loop and play as fast as possible; a camera runs
     /// at its own rate; a command's every frame is taken in order (restarted when it ends).
+    /// Give it several times for several cameras at once (cam1, cam2…), sharing one model
+    /// as `lookout run` does: the report gives each camera's figures and their total
+    /// (`--source demo --source demo` measures what a second camera costs). Without it, a
+    /// configuration's `[[camera]]` tables are the cameras. Not with --sweep.
     #[arg(long, value_name = "SPEC")]
-    pub source: Option<String>,
+    pub source: Vec<String>,
     /// Run for this many seconds (each row of a sweep). Default: 20 s, 8 s per sweep row.
     #[arg(
         long,
@@ -140,7 +144,7 @@ impl BenchArgs {
     pub fn settings(&self) -> BenchSettings {
         BenchSettings {
             config_file: self.config.clone(),
-            source: self.source.clone(),
+            sources: self.source.clone(),
             limit: match (self.frames, self.seconds) {
                 (Some(f), _) => Some(Limit::Frames(f)),
                 (None, Some(s)) => Some(Limit::Seconds(s)),
@@ -759,6 +763,34 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         k.target_fps,
         k.projected_cpu_pct
     );
+    render_cameras(o, run);
+}
+
+/// Each camera's line when a run has several (the figures above are their total).
+fn render_cameras(o: &mut String, run: &bench::RunFigures) {
+    if run.cameras.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{:<12} {:>8} {:>9} {:>10} {:>10} {:>9} {:>9} {:>11}  source",
+        "camera", "fps", "detect/s", "age p50", "age p95", "frames", "dropped", "detections"
+    );
+    for c in &run.cameras {
+        let _ = writeln!(
+            o,
+            "{:<12} {:>8} {:>9} {:>7.1} ms {:>7.1} ms {:>9} {:>9} {:>11}  {}",
+            c.name,
+            fixed(c.fps, 1),
+            fixed(c.detect_fps, 2),
+            c.frame_age.p50_ms,
+            c.frame_age.p95_ms,
+            c.frames.processed,
+            c.frames.dropped,
+            c.frames.detections,
+            c.source
+        );
+    }
 }
 
 /// The pipeline's core map back from the report's, for its one description text.
