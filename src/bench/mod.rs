@@ -227,7 +227,13 @@ pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
         cfg.camera.clear();
         cfg.source.spec = src.clone();
     }
+    let source = cfg.source.clone();
     apply_overrides(&mut cfg, s);
+    if !cfg.camera.is_empty() {
+        // `[[camera]]` tables: each camera's source is set up in `bench_cameras`; the top
+        // level has none.
+        cfg.source = source;
+    }
     check(s, cfg.problems())?;
     Ok(cfg)
 }

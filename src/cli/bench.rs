@@ -694,6 +694,7 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
             run.wall_s,
             run.not_measured.as_deref().unwrap_or("not measured")
         );
+        render_cameras(o, run);
         return;
     };
     let _ = writeln!(
