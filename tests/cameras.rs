@@ -370,3 +370,49 @@ fn sigterm_with_two_cameras_exits_cleanly_with_each_camera_s_summary() {
         assert!(frames > 0, "{}", s[0]);
     }
 }
+
+#[test]
+fn a_camera_s_source_that_fails_at_start_is_named_by_its_camera() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    // /dev/null passes validation (it is there) but can never be a camera.
+    std::fs::write(
+        &cfg,
+        "[model]\ninput_size = [128, 128]\n[pipeline]\npin_threads = false\n\
+         [[camera]]\nname = \"ok\"\n[camera.source]\nspec = \"demo\"\n\
+         [[camera]]\nname = \"never\"\n[camera.source]\nspec = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("camera[1].source.spec") && err.contains("/dev/null"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_camera_source_without_spec_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("nospec.toml");
+    std::fs::write(
+        &cfg,
+        "[[camera]]\nname = \"door\"\n[camera.source]\nfps = 5\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+        .args(["check-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("camera[0].source.spec"), "{err}");
+}

@@ -95,15 +95,24 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
 /// Builds the parts of every camera: one model (loaded once, shared), a source, tracker and
 /// events per camera.
 pub fn build_cameras(cams: &[Camera], pace: Option<Pacing>) -> Result<Vec<Parts>, PipelineError> {
+    build_each_camera(cams, pace).map_err(|(_, e)| e)
+}
+
+/// As [`build_cameras`]; an error comes with the index in `cams` of the camera that could not
+/// be built (0 for the model, loaded with the first camera).
+pub fn build_each_camera(
+    cams: &[Camera],
+    pace: Option<Pacing>,
+) -> Result<Vec<Parts>, (usize, PipelineError)> {
     let mut all: Vec<Parts> = Vec::with_capacity(cams.len());
-    for cam in cams {
+    for (i, cam) in cams.iter().enumerate() {
         let parts = match all.first() {
-            None => build(&cam.config, pace)?,
+            None => build(&cam.config, pace),
             Some(first) => {
-                build_sharing(&cam.config, pace, &first.detector, first.core_map.clone())?
+                build_sharing(&cam.config, pace, &first.detector, first.core_map.clone())
             }
         };
-        all.push(parts);
+        all.push(parts.map_err(|e| (i, e))?);
     }
     Ok(all)
 }
