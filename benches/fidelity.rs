@@ -36,7 +36,10 @@ fn main() -> anyhow::Result<()> {
     let quick = !std::env::args().any(|a| a == "--bench");
     let settings = BenchSettings {
         config_file: std::env::var_os("LOOKOUT_FIDELITY_CONFIG").map(PathBuf::from),
-        source: std::env::var("LOOKOUT_FIDELITY_SOURCE").ok(),
+        sources: std::env::var("LOOKOUT_FIDELITY_SOURCE")
+            .ok()
+            .into_iter()
+            .collect(),
         limit: quick.then_some(Limit::Frames(30)),
         sweep: Some(Sweep::Fidelity),
         detect_every: None,

@@ -243,6 +243,157 @@ fn frames_40_json_is_one_document_that_validates() {
     assert!(threads.starts_with(&["lookout-capture", "lookout-track", "lookout-detect"]));
     assert!(doc["peak_rss_kib"].as_u64().unwrap() > 0);
     assert!(doc["system"]["cores"].as_u64().unwrap() >= 1);
+    // One source is one camera, whose figures are the run's.
+    let cams = run["cameras"].as_array().unwrap();
+    assert_eq!(cams.len(), 1, "{run}");
+    assert_eq!(cams[0]["frames"], run["frames"]);
+}
+
+/// What `key` of `frames` adds up to over a run's cameras.
+fn camera_sum(run: &Value, key: &str) -> u64 {
+    run["cameras"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["frames"][key].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn two_sources_are_two_cameras_and_the_run_is_their_total() {
+    let out = bench(
+        &[
+            "--source", "demo", "--source", "demo", "--frames", "30", "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    let errs = schema_errors(&doc);
+    assert!(errs.is_empty(), "schema violations: {errs:#?}");
+    assert_eq!(doc["settings"]["source"], "demo + demo");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    let names: Vec<&str> = run["cameras"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cam1", "cam2"]);
+    for c in run["cameras"].as_array().unwrap() {
+        // Each camera runs until it processed --frames frames.
+        assert!(c["frames"]["processed"].as_u64().unwrap() >= 30, "{c}");
+        assert!(c["source"].as_str().unwrap().contains("demo"), "{c}");
+    }
+    for key in [
+        "captured",
+        "processed",
+        "dropped",
+        "detections",
+        "detect_skipped",
+    ] {
+        assert_eq!(
+            run["frames"][key].as_u64().unwrap(),
+            camera_sum(run, key),
+            "{key}: {run}"
+        );
+    }
+    // One model for both cameras: one self-checked model, one detector thread.
+    assert_eq!(doc["self_check"]["models"].as_array().unwrap().len(), 1);
+    let detect_threads = run["cpu"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "lookout-detect")
+        .count();
+    assert_eq!(detect_threads, 1, "{}", run["cpu"]);
+
+    // The table gives a line per camera.
+    let out = bench(
+        &["--source", "demo", "--source", "demo", "--frames", "20"],
+        None,
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    let line = |name: &str| {
+        table
+            .lines()
+            .any(|l| l.starts_with(name) && l.contains("demo"))
+    };
+    assert!(line("cam1") && line("cam2"), "{table}");
+}
+
+#[test]
+fn a_configuration_s_cameras_are_benchmarked_by_their_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("two.toml");
+    std::fs::write(
+        &cfg,
+        "[[camera]]\nname = \"door\"\n[camera.source]\nspec = \"demo\"\n\
+         [[camera]]\nname = \"yard\"\ndetect_every = 3\n[camera.source]\nspec = \"demo\"\n",
+    )
+    .unwrap();
+    let out = bench(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--frames",
+            "10",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    let names: Vec<&str> = doc["runs"][0]["cameras"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["door", "yard"]);
+}
+
+#[test]
+fn several_sources_name_what_they_cannot_do() {
+    // A sweep runs one camera: refused as a command line, before anything is loaded.
+    let out = bench(
+        &["--source", "demo", "--source", "demo", "--sweep", "threads"],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("--sweep") && err.contains("--source"), "{err}");
+    // A bad second source is named as that camera's.
+    let out = bench(
+        &[
+            "--source",
+            "demo",
+            "--source",
+            "/nonexistent/b.mjpeg",
+            "--frames",
+            "5",
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("cam2.source.spec") && err.contains("/nonexistent/b.mjpeg"),
+        "{err}"
+    );
 }
 
 #[test]

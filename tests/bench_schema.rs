@@ -10,7 +10,7 @@ use std::fmt;
 use std::path::Path;
 
 use lookout::bench::report::{
-    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
+    BenchReport, CameraFigures, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
     InferenceTiming, KeepUp, Limit, MissCauses, ModelCheck, ModelFigures, OpTiming, Percentiles,
     PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
@@ -134,6 +134,29 @@ fn run(full: bool) -> RunFigures {
             detect: some(full, 2),
             matmul: many(full, 3),
         },
+        // Two cameras: each camera's figures beside the run's total.
+        cameras: vec![
+            CameraFigures {
+                name: "cam1".into(),
+                source: "demo".into(),
+                fps: some(full, 10.5),
+                capture_fps: some(full, 10.5),
+                detect_fps: some(full, 2.5),
+                frame_age: Percentiles {
+                    p50_ms: 1.5,
+                    p95_ms: 2.5,
+                    max_ms: 3.5,
+                },
+                frames: FrameCounts {
+                    captured: 20,
+                    processed: 20,
+                    dropped: 1,
+                    detections: 4,
+                    detect_skipped: 1,
+                },
+            };
+            2
+        ],
     }
 }
 

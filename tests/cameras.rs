@@ -47,8 +47,12 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn event<'a>(lines: &'a [String], ev: &str) -> Vec<&'a String> {
-    let tag = format!("LOOKOUT_EVENT={ev} ");
-    lines.iter().filter(|l| l.contains(&tag)).collect()
+    let tag = format!("LOOKOUT_EVENT={ev}");
+    // The event's field is followed by another, or ends the line.
+    lines
+        .iter()
+        .filter(|l| l.contains(&format!("{tag} ")) || l.ends_with(&tag))
+        .collect()
 }
 
 /// Detections per camera, from each camera's `summary` (`N detections`).
@@ -167,4 +171,248 @@ fn one_camera_without_camera_tables_is_named_by_mqtt_camera() {
     assert!(event(&lines, "stats")
         .iter()
         .all(|l| field(l, "CAMERA") == Some("porch")));
+}
+
+// ── a running daemon: reload (SIGHUP) and stop (SIGTERM) with several cameras ──
+
+/// A started `lookout run` (stderr to a file), killed when dropped so a failing test leaves no
+/// daemon running.
+struct Daemon {
+    child: std::process::Child,
+    err: std::path::PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// How long a test waits for a record before it fails (loading the model on a loaded 2-core
+/// machine takes seconds; nothing is timed against it).
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Daemon {
+    fn start(dir: &std::path::Path, cfg: &std::path::Path) -> Daemon {
+        let err = dir.join("stderr.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_lookout"))
+            .args(["run", "--config"])
+            .arg(cfg)
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("NOTIFY_SOCKET")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon { child, err }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.err)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Waits until `pred` holds of the stderr lines; fails if the daemon exits first.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let t0 = std::time::Instant::now();
+        loop {
+            let lines = self.lines();
+            if pred(&lines) {
+                return lines;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("lookout exited ({status}) before {what}: {lines:#?}");
+            }
+            assert!(t0.elapsed() < PATIENCE, "no {what}: {lines:#?}");
+            std::thread::sleep(std::time::Duration::from_millis(50)); // polling interval
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name}");
+    }
+
+    /// SIGTERM: the exit status and how long it took.
+    fn terminate(&mut self) -> (std::process::ExitStatus, std::time::Duration) {
+        self.signal("TERM");
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, t0.elapsed());
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(30),
+                "still running 30 s after SIGTERM: {:#?}",
+                self.lines()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20)); // polling interval
+        }
+    }
+}
+
+/// A configuration of looped cameras (the clip at 20 fps), written to `cameras.toml`.
+fn looped(dir: &std::path::Path, names: &[&str]) -> std::path::PathBuf {
+    let mut text = String::from(
+        "[model]\ninput_size = [128, 128]\n\n[pipeline]\ndetect_every = 2\nstats_interval = 0.5\npin_threads = false\n",
+    );
+    for name in names {
+        text.push_str(&format!(
+            "\n[[camera]]\nname = \"{name}\"\n[camera.source]\nspec = \"demo\"\nfps = 20\nloop = true\n"
+        ));
+    }
+    let p = dir.join("cameras.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The `ev` records of `camera` among `lines`.
+fn of_camera<'a>(lines: &'a [String], ev: &str, camera: &str) -> Vec<&'a String> {
+    event(lines, ev)
+        .into_iter()
+        .filter(|l| field(l, "CAMERA") == Some(camera))
+        .collect()
+}
+
+fn models_loaded(lines: &[String]) -> usize {
+    lines
+        .iter()
+        .filter(|l| l.contains(" loaded: input "))
+        .count()
+}
+
+#[test]
+fn a_reload_adds_and_removes_cameras_keeping_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = looped(dir.path(), &["front", "back"]);
+    let mut d = Daemon::start(dir.path(), &cfg);
+    d.wait_for("stats of both cameras", |l| {
+        !of_camera(l, "stats", "front").is_empty() && !of_camera(l, "stats", "back").is_empty()
+    });
+    // `front` goes, `side` comes, `back` stays; [model] is unchanged.
+    looped(dir.path(), &["back", "side"]);
+    d.signal("HUP");
+    let lines = d.wait_for("the reload", |l| !event(l, "reloaded").is_empty());
+    let at = lines
+        .iter()
+        .position(|l| l.ends_with("LOOKOUT_EVENT=reloaded"))
+        .unwrap();
+    assert!(
+        lines[at].contains("source"),
+        "a camera opened and one closed: {}",
+        lines[at]
+    );
+    // After the reload: two stats of each remaining camera, none of the one removed.
+    let lines = d.wait_for("stats of back and side after the reload", |l| {
+        let after = &l[at.min(l.len())..];
+        of_camera(after, "stats", "back").len() >= 2 && of_camera(after, "stats", "side").len() >= 2
+    });
+    let after = &lines[at..];
+    assert!(
+        of_camera(after, "stats", "front").is_empty(),
+        "the removed camera still reports: {after:#?}"
+    );
+    assert!(
+        of_camera(&lines[..at], "stats", "side").is_empty(),
+        "side reported before it was configured"
+    );
+    assert_eq!(
+        of_camera(after, "start", "side").len(),
+        1,
+        "the new camera's source is started once, under its name: {after:#?}"
+    );
+    assert_eq!(
+        models_loaded(&lines),
+        1,
+        "[model] unchanged: the model is not loaded again: {lines:#?}"
+    );
+    let (status, _) = d.terminate();
+    assert!(status.success(), "{status}: {:#?}", d.lines());
+    let lines = d.lines();
+    let summaries: Vec<&str> = event(&lines, "summary")
+        .iter()
+        .filter_map(|l| field(l, "CAMERA"))
+        .collect();
+    assert_eq!(summaries, ["back", "side"], "{lines:#?}");
+}
+
+#[test]
+fn sigterm_with_two_cameras_exits_cleanly_with_each_camera_s_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = looped(dir.path(), &["left", "right"]);
+    let mut d = Daemon::start(dir.path(), &cfg);
+    d.wait_for("stats of both cameras", |l| {
+        !of_camera(l, "stats", "left").is_empty() && !of_camera(l, "stats", "right").is_empty()
+    });
+    let (status, took) = d.terminate();
+    let lines = d.lines();
+    assert!(status.success(), "{status}: {lines:#?}");
+    // A stop ends within a second; a few are allowed for a machine busy with other jobs.
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "SIGTERM took {took:?}"
+    );
+    for camera in ["left", "right"] {
+        let s = of_camera(&lines, "summary", camera);
+        assert_eq!(s.len(), 1, "{camera}'s summary: {lines:#?}");
+        let frames: u64 = field(s[0], "FRAMES").unwrap().parse().unwrap();
+        assert!(frames > 0, "{}", s[0]);
+    }
+}
+
+#[test]
+fn a_camera_s_source_that_fails_at_start_is_named_by_its_camera() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    // /dev/null passes validation (it is there) but can never be a camera.
+    std::fs::write(
+        &cfg,
+        "[model]\ninput_size = [128, 128]\n[pipeline]\npin_threads = false\n\
+         [[camera]]\nname = \"ok\"\n[camera.source]\nspec = \"demo\"\n\
+         [[camera]]\nname = \"never\"\n[camera.source]\nspec = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("camera[1].source.spec") && err.contains("/dev/null"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_camera_source_without_spec_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("nospec.toml");
+    std::fs::write(
+        &cfg,
+        "[[camera]]\nname = \"door\"\n[camera.source]\nfps = 5\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lookout"))
+        .args(["check-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("camera[0].source.spec"), "{err}");
 }

@@ -115,6 +115,7 @@ const CASES: &[Case] = &[
     case("camera without a source", "[[camera]]\nname = \"a\"\n", "camera[0].source", None, "[camera.source]"),
     case("[source] beside cameras", "[source]\nspec = \"/dev/video2\"\n[[camera]]\nname = \"a\"\n[camera.source]\nspec = \"demo\"\n", "source", Some(1), "[camera.source]"),
     case("camera source file missing", "[[camera]]\nname = \"a\"\n[camera.source]\nspec = \"/nonexistent/clip.mjpeg\"\n", "camera[0].source.spec", Some(4), "not found"),
+    case("camera source without spec", "[[camera]]\nname = \"a\"\n[camera.source]\nfps = 5\n", "camera[0].source.spec", None, "found none"),
     case("camera detect_every zero", "[[camera]]\nname = \"a\"\ndetect_every = 0\n[camera.source]\nspec = \"demo\"\n", "camera[0].detect_every", Some(3), "found 0"),
     // --- events, masks and zones ---------------------------------------------------------
     case("unknown key in [events]", "[events]\nmin_scor = 0.5\n", "events.min_scor", Some(2), "unknown field"),

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::report::{
-    CoreFigures, CoreMapFigures, CpuFigures, FrameCounts, KeepUp, ModelFigures, Percentiles,
-    Recommendation, RunFigures, StageFigures, ThreadFigures,
+    CameraFigures, CoreFigures, CoreMapFigures, CpuFigures, FrameCounts, KeepUp, ModelFigures,
+    Percentiles, Recommendation, RunFigures, StageFigures, ThreadFigures,
 };
 use crate::detect::ModelInfo;
 use crate::pipeline::{CoreMap, EndReason, Summary, ThreadCpu};
@@ -99,7 +99,75 @@ pub fn figures(
         cpu: cpu_figures(s, mm, system_busy, &wall),
         keep_up: keep_up(s, mm_cpu, detect_every, target_fps, &wall),
         core_map: CoreMapFigures::from(&s.core_map),
+        cameras: vec![camera_figures(s)],
     }
+}
+
+/// One camera's figures: its frames, rates (over its own run's wall time) and frame age.
+pub fn camera_figures(s: &Summary) -> CameraFigures {
+    let t = &s.total;
+    let wall = Wall::new(t.elapsed, t.captured);
+    CameraFigures {
+        name: s.camera.clone(),
+        source: s.source.clone(),
+        fps: wall.rate(t.processed),
+        capture_fps: wall.rate(t.captured),
+        detect_fps: wall.rate(t.detections),
+        frame_age: Percentiles::from(&t.age),
+        frames: FrameCounts {
+            captured: t.captured,
+            processed: t.processed,
+            dropped: t.dropped,
+            detections: t.detections,
+            detect_skipped: t.detect_skipped,
+        },
+    }
+}
+
+/// The figures of a run of several cameras at once: the run's figures are their total (frames
+/// and samples added, the wall time the longest camera's, the capture and tracker threads'
+/// CPU added, the shared detector's counted once), and `cameras` lists each camera's.
+pub fn cameras_figures(
+    setting: &str,
+    summaries: &[Summary],
+    detect_every: u32,
+    mm: &[(String, Duration)],
+    system_busy: Vec<f64>,
+    target_fps: f64,
+) -> Option<RunFigures> {
+    let total = total_summary(summaries)?;
+    let mut run = figures(setting, &total, detect_every, mm, system_busy, target_fps);
+    run.cameras = summaries.iter().map(camera_figures).collect();
+    Some(run)
+}
+
+/// Several cameras' summaries as one (see [`cameras_figures`]); `None` for none.
+fn total_summary(summaries: &[Summary]) -> Option<Summary> {
+    let (first, rest) = summaries.split_first()?;
+    let mut total = first.clone();
+    for s in rest {
+        total.total.merge(&s.total);
+        total.tracks_started += s.tracks_started;
+        total.tracks_ended += s.tracks_ended;
+        total.events_started += s.events_started;
+        // Each camera measured the whole process over its run: the longest is the run's.
+        total.cpu_time = total.cpu_time.max(s.cpu_time);
+        total.thread_cpu.capture += s.thread_cpu.capture;
+        total.thread_cpu.track += s.thread_cpu.track;
+        total.source_fps = match (total.source_fps, s.source_fps) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+    let elapsed = summaries.iter().map(|s| s.total.elapsed).max()?;
+    total.total.elapsed = elapsed;
+    total.camera = "total".into();
+    total.source = summaries
+        .iter()
+        .map(|s| s.source.as_str())
+        .collect::<Vec<_>>()
+        .join(" + ");
+    Some(total)
 }
 
 /// A run's wall time, and whether it is long enough for per-second figures.

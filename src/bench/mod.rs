@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, ConfigErrors};
+use crate::config::{tracks_file_of, Camera, Config, ConfigErrors};
 use crate::detect::{Detector, ModelSource, Precision};
 use crate::fidelity::replay;
 use crate::notify::Outlets;
@@ -47,7 +47,7 @@ pub mod report;
 mod timing;
 
 pub use fidelity::fidelity_report;
-pub use figures::{figures, recommend, MIN_MEASURED_WINDOW};
+pub use figures::{camera_figures, cameras_figures, figures, recommend, MIN_MEASURED_WINDOW};
 use figures::{mm_cpu, round};
 pub use golden::{
     compare_top, decode_as_golden, f32s_from_le_bytes, find_golden_dir, find_models_dir,
@@ -55,7 +55,7 @@ pub use golden::{
     LONE_TOP_MAX_SCORE, MIN_TOP_IOU,
 };
 pub use report::{
-    BenchReport, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
+    BenchReport, CameraFigures, CheckStatus, CoreFigures, CoreMapFigures, CpuFigures, DetectCauses,
     EffectiveSettings, FidelityReport, FidelityRow, FrameCounts, ImageCheck, ImageTiming,
     InferenceTiming, KeepUp, Limit, MissCauses, ModelCheck, ModelFigures, Percentiles,
     PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, Sweep, SystemFigures,
@@ -90,8 +90,9 @@ impl fmt::Display for Limit {
 pub struct BenchSettings {
     /// The configuration file, if any (else built-in defaults).
     pub config_file: Option<PathBuf>,
-    /// Source override.
-    pub source: Option<String>,
+    /// Source overrides: one (a single camera, as the configuration's), or several (one
+    /// camera each, named `cam1`, `cam2`…, sharing one detector as `lookout run` does).
+    pub sources: Vec<String>,
     /// Run length (per row of a sweep); `None` = the defaults above.
     pub limit: Option<Limit>,
     /// The sweep, if any.
@@ -136,6 +137,10 @@ pub enum BenchError {
     /// golden photos to time the model on).
     #[error("{0}")]
     Usage(String),
+    /// A command line that cannot work whatever the machine (a sweep of several cameras):
+    /// exit status 64.
+    #[error("{0}")]
+    CommandLine(String),
     /// `--sweep fidelity`: the source could not be recorded (opened, read, converted).
     #[error("--sweep fidelity: {0}")]
     Record(#[from] crate::fidelity::replay::RecordError),
@@ -211,15 +216,30 @@ fn rows_for(base: &Config, sweep: Option<Sweep>) -> Result<Vec<Row>, BenchError>
 }
 
 /// Loads the configuration and applies the command line's overrides; files loop so a timed run
-/// never ends early.
+/// never ends early. With several `--source`, the configuration's source is the first.
 pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
     let mut cfg = match &s.config_file {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    if let Some(src) = &s.source {
+    if let Some(src) = s.sources.first() {
+        // The command line's sources replace the configuration's cameras.
+        cfg.camera.clear();
         cfg.source.spec = src.clone();
     }
+    let source = cfg.source.clone();
+    apply_overrides(&mut cfg, s);
+    if !cfg.camera.is_empty() {
+        // `[[camera]]` tables: each camera's source is set up in `bench_cameras`; the top
+        // level has none.
+        cfg.source = source;
+    }
+    check(s, cfg.problems())?;
+    Ok(cfg)
+}
+
+/// The command line's overrides of one camera's configuration.
+fn apply_overrides(cfg: &mut Config, s: &BenchSettings) {
     if let Some(n) = s.detect_every {
         cfg.pipeline.detect_every = n;
     }
@@ -242,16 +262,63 @@ pub fn effective_config(s: &BenchSettings) -> Result<Config, BenchError> {
     }
     // A benchmark measures a camera that is there: a missing one is an error at once.
     cfg.source.wait_for_camera = false;
-    let problems = cfg.problems();
-    if !problems.is_empty() {
-        let file = s
-            .config_file
-            .as_ref()
-            .map_or("<command line>".to_string(), |p| p.display().to_string());
-        // The overrides come from the command line: no line to point at.
-        return Err(ConfigErrors::from_problems(&file, None, problems).into());
+}
+
+/// `problems` as the benchmark's configuration error, if any.
+fn check(s: &BenchSettings, problems: Vec<crate::config::Problem>) -> Result<(), BenchError> {
+    if problems.is_empty() {
+        return Ok(());
     }
-    Ok(cfg)
+    let file = s
+        .config_file
+        .as_ref()
+        .map_or("<command line>".to_string(), |p| p.display().to_string());
+    // The overrides come from the command line: no line to point at.
+    Err(ConfigErrors::from_problems(&file, None, problems).into())
+}
+
+/// The cameras of a benchmark of several at once: one per `--source` when there are several
+/// (named `cam1`, `cam2`…), or the configuration's `[[camera]]` tables when no `--source` is
+/// given; `None` for a single camera.
+pub fn bench_cameras(s: &BenchSettings, base: &Config) -> Result<Option<Vec<Camera>>, BenchError> {
+    let mut cams = if s.sources.len() > 1 {
+        let mut problems = Vec::new();
+        let cams: Vec<Camera> =
+            s.sources
+                .iter()
+                .enumerate()
+                .map(|(i, spec)| {
+                    let name = format!("cam{}", i + 1);
+                    let mut cfg = base.clone();
+                    cfg.source.spec = spec.clone();
+                    cfg.mqtt.camera = name.clone();
+                    if !cfg.output.tracks_file.is_empty() {
+                        cfg.output.tracks_file = tracks_file_of(&cfg.output.tracks_file, &name);
+                    }
+                    apply_overrides(&mut cfg, s);
+                    problems.extend(cfg.problems().into_iter().map(|p| {
+                        crate::config::Problem::new(format!("{name}.{}", p.key), p.message)
+                    }));
+                    Camera { name, config: cfg }
+                })
+                .collect();
+        check(s, problems)?;
+        cams
+    } else if s.sources.is_empty() && base.several_cameras() {
+        base.cameras()
+    } else {
+        return Ok(None);
+    };
+    for c in &mut cams {
+        apply_overrides(&mut c.config, s);
+    }
+    if s.sweep.is_some() {
+        return Err(BenchError::CommandLine(format!(
+            "--sweep runs one camera, and {} are asked for: pass a single --source",
+            cams.len()
+        )));
+    }
+    Ok(Some(cams))
 }
 
 /// True when the spec names a camera (runs at its own rate); a spec that does not parse is
@@ -280,6 +347,10 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
     } else {
         DEFAULT_SECONDS
     }));
+    let cameras = match s.inference_only {
+        Some(_) => None,
+        None => bench_cameras(s, &base)?,
+    };
     let rows = rows_for(&base, s.sweep)?;
     let golden = find_golden_dir();
     let thermal_before = Thermal::read();
@@ -320,7 +391,10 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
             (Vec::new(), None, fps)
         }
         None => {
-            let (runs, fps) = bench.run_rows(rows, limit, s.tracks_out.as_ref())?;
+            let (runs, fps) = match &cameras {
+                Some(cams) => bench.run_cameras(cams, limit, s.tracks_out.as_ref())?,
+                None => bench.run_rows(rows, limit, s.tracks_out.as_ref())?,
+            };
             (runs, None, fps)
         }
     };
@@ -331,7 +405,7 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
     Ok(BenchReport {
         schema: SCHEMA_ID.into(),
         lookout_version: env!("CARGO_PKG_VERSION").into(),
-        settings: effective_settings(s, &base, limit, target_fps),
+        settings: effective_settings(s, &base, cameras.as_deref(), limit, target_fps),
         system: system_figures(info, &thermal_before, &thermal_after, throttled),
         trustworthy: check.trustworthy() && !throttled,
         self_check: check,
@@ -467,6 +541,50 @@ impl Bench<'_> {
         Ok((out, target_fps))
     }
 
+    /// Runs several cameras at once through the daemon's own multi-camera pipeline (one
+    /// model, one shared detector): one row, whose figures are the cameras' total, with each
+    /// camera's in `cameras`. The rate aimed at is the sum of the cameras' rates.
+    fn run_cameras(
+        &mut self,
+        cams: &[Camera],
+        limit: Limit,
+        tracks_out: Option<&PathBuf>,
+    ) -> Result<(Vec<RunFigures>, f64), BenchError> {
+        self.progress.phase(&format!(
+            "loading the model, opening {} sources",
+            cams.len()
+        ));
+        let mut parts = pipeline::build_cameras(cams, Some(self.pace))?;
+        let target_fps: f64 = parts
+            .iter()
+            .map(|p| p.source.fps().unwrap_or(DEFAULT_TARGET_FPS))
+            .sum();
+        if let Some(p) = parts.first() {
+            self.self_check_once(p, "");
+        }
+        self.progress
+            .phase(&format!("running {limit}, {} cameras", cams.len()));
+        let mut opts = run_options(limit, tracks_out, self.pace);
+        opts.stop = self.stop.clone();
+        opts.outlets = self.outlets.clone();
+        let tasks0 = sysinfo::task_cpu_times();
+        let sys0 = CpuTimes::read();
+        let summaries = pipeline::run_cameras(cams, &opts, &mut parts)?;
+        let sys1 = CpuTimes::read();
+        let tasks1 = sysinfo::task_cpu_times();
+        self.progress.finish();
+        let detect_every = cams.first().map_or(1, |c| c.config.pipeline.detect_every);
+        let run = cameras_figures(
+            "default",
+            &summaries,
+            detect_every,
+            &mm_cpu(&tasks0, &tasks1),
+            sys1.busy_since(&sys0),
+            target_fps,
+        );
+        Ok((run.into_iter().collect(), target_fps))
+    }
+
     /// The pipeline's parts for `cfg`: the previous row's, reconciled (a fresh source and
     /// tracker, the same model), when only scheduling changed; else built anew.
     fn parts_for(
@@ -555,6 +673,7 @@ fn run_row(
 fn effective_settings(
     s: &BenchSettings,
     base: &Config,
+    cameras: Option<&[Camera]>,
     limit: Limit,
     target_fps: f64,
 ) -> EffectiveSettings {
@@ -568,7 +687,14 @@ fn effective_settings(
         }
         .into(),
         config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
-        source: base.source.spec.clone(),
+        source: match cameras {
+            Some(cams) => cams
+                .iter()
+                .map(|c| c.config.source.spec.as_str())
+                .collect::<Vec<_>>()
+                .join(" + "),
+            None => base.source.spec.clone(),
+        },
         pacing: if s.sweep == Some(Sweep::Fidelity) && s.inference_only.is_none() {
             "every frame once, as fast as possible".into()
         } else if is_camera(&base.source.spec) {

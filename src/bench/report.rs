@@ -236,6 +236,28 @@ pub struct RunFigures {
     pub keep_up: KeepUp,
     /// The thread → core map.
     pub core_map: CoreMapFigures,
+    /// Each camera's share of the run, in the order given (one entry for a single source;
+    /// with several `--source` or `[[camera]]` tables the figures above are their total).
+    pub cameras: Vec<CameraFigures>,
+}
+
+/// One camera's figures in a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct CameraFigures {
+    /// The camera's name (`cam1`, `cam2`… for `--source`, else its `[[camera]]` name).
+    pub name: String,
+    /// Source description.
+    pub source: String,
+    /// Processed frames per second (`None` when the camera's run is not measured).
+    pub fps: Option<f64>,
+    /// Frames per second the source delivered (`None` when not measured).
+    pub capture_fps: Option<f64>,
+    /// Model runs per second for this camera (`None` when not measured).
+    pub detect_fps: Option<f64>,
+    /// Frame age at publication.
+    pub frame_age: Percentiles,
+    /// Frame counters.
+    pub frames: FrameCounts,
 }
 
 /// The model that ran.

@@ -20,6 +20,9 @@ use crate::detect::Precision;
 use crate::pipeline::CoreMap;
 use crate::schedule::ScheduleKind;
 
+mod fidelity_table;
+pub use fidelity_table::render_fidelity;
+
 /// Exit status when the self-check failed.
 pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
 
@@ -34,8 +37,12 @@ pub struct BenchArgs {
     /// Source: /dev/videoN, FILE.mjpeg, FILE.y4m, DIR/, `exec:COMMAND ARGS…` or `demo`
     /// (overrides the configuration). Files loop and play as fast as possible; a camera runs
     /// at its own rate; a command's every frame is taken in order (restarted when it ends).
+    /// Give it several times for several cameras at once (cam1, cam2…), sharing one model
+    /// as `lookout run` does: the report gives each camera's figures and their total
+    /// (`--source demo --source demo` measures what a second camera costs). Without it, a
+    /// configuration's `[[camera]]` tables are the cameras. Not with --sweep.
     #[arg(long, value_name = "SPEC")]
-    pub source: Option<String>,
+    pub source: Vec<String>,
     /// Run for this many seconds (each row of a sweep). Default: 20 s, 8 s per sweep row.
     #[arg(
         long,
@@ -140,7 +147,7 @@ impl BenchArgs {
     pub fn settings(&self) -> BenchSettings {
         BenchSettings {
             config_file: self.config.clone(),
-            source: self.source.clone(),
+            sources: self.source.clone(),
             limit: match (self.frames, self.seconds) {
                 (Some(f), _) => Some(Limit::Frames(f)),
                 (None, Some(s)) => Some(Limit::Seconds(s)),
@@ -491,156 +498,6 @@ pub fn render_table(r: &BenchReport) -> String {
     o
 }
 
-/// The fidelity sweep as a Markdown table (one row per schedule) with what its words mean.
-pub fn render_fidelity(f: &bench::FidelityReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "lockstep: every frame is tracked and each detection a schedule asks for is applied before the next frame (a live run gets it a few frames later)."
-    );
-    let _ = writeln!(
-        o,
-        "reference: the model's detections on every frame ({} in {} frames); covered = a confirmed track of the same or a confusable class at IoU ≥ 0.5; id switches are counted against the N = 1 tracks (CLEAR MOT: a track still on its object at IoU ≥ 0.5 keeps it).",
-        f.reference_detections, f.frames
-    );
-    o.push('\n');
-    let _ = writeln!(
-        o,
-        "| schedule | coverage of every-frame detections | id switches / 100 track-frames | detections / frame | detections by cause | CPU ms / frame | CPU vs N=1 |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
-    for r in &f.rows {
-        let c = &r.causes;
-        let _ = writeln!(
-            o,
-            "| {} | {:.1} % ({}/{}) | {:.2} ({} in {}) | {:.2} | {} | {:.1} | {:.2} |",
-            schedule_name(r),
-            100.0 * r.coverage,
-            r.covered,
-            f.reference_detections,
-            r.id_switches_per_100,
-            r.id_switches,
-            r.matched_track_frames,
-            r.detections_per_frame,
-            if r.schedule == "fixed" {
-                format!("{} every {}", c.interval, r.detect_every)
-            } else {
-                format!(
-                    "{} motion, {} uncertain, {} interval, {} idle",
-                    c.motion, c.uncertain, c.interval, c.idle
-                )
-            },
-            r.cpu_ms_per_frame,
-            r.cpu_vs_n1
-        );
-    }
-    let _ = writeln!(
-        o,
-        "(CPU ms / frame: gray plane + tracker as replayed + {:.1} ms per detection × detections per frame; adaptive idle heartbeat {} s)",
-        f.detect_ms, f.idle_detect_interval_s
-    );
-    o.push('\n');
-    render_misses(&mut o, f);
-    render_truth(&mut o, f);
-    o
-}
-
-/// The rows' events, and their scores against the ground truth of `--truth`.
-fn render_truth(o: &mut String, f: &bench::FidelityReport) {
-    let Some(file) = &f.truth_file else {
-        let events: Vec<String> = f
-            .rows
-            .iter()
-            .map(|r| format!("{} {}", schedule_name(r), r.events))
-            .collect();
-        let _ = writeln!(
-            o,
-            "\nevents started: {} (score them against a ground truth with --truth FILE)",
-            events.join(", ")
-        );
-        return;
-    };
-    let _ = writeln!(
-        o,
-        "\nagainst the ground truth {file}: an event is about the true object its box was on most often (IoU ≥ 0.3); missed = an object seen ≥ 2 s and ≥ 20 px tall that no event's box was ever on."
-    );
-    let _ = writeln!(
-        o,
-        "\n| schedule | true objects | events | events per object (max) | false events | missed | time to event p50 / p90 | box recall / precision | IDF1 |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
-    let secs = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} s"));
-    for r in &f.rows {
-        let Some(t) = &r.truth else { continue };
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {:.2} ({}) | {} ({:.1} %) | {} of {} | {} / {} | {:.2} / {:.2} | {:.2} |",
-            schedule_name(r),
-            t.objects,
-            t.events,
-            t.events_per_object,
-            t.events_per_object_max,
-            t.false_events,
-            100.0 * t.false_event_share,
-            t.missed,
-            t.objects_to_find,
-            secs(t.time_to_event_p50_s),
-            secs(t.time_to_event_p90_s),
-            t.recall,
-            t.precision,
-            t.idf1
-        );
-    }
-}
-
-/// A fidelity row's schedule as the tables name it: `N = 5`, `adaptive (≤ 5)`.
-fn schedule_name(r: &bench::FidelityRow) -> String {
-    match r.schedule.as_str() {
-        "fixed" => format!("N = {}", r.detect_every),
-        s => format!("{s} (≤ {})", r.detect_every),
-    }
-}
-
-/// The fidelity rows' uncovered reference detections by what the last detection saw.
-fn render_misses(o: &mut String, f: &bench::FidelityReport) {
-    let _ = writeln!(
-        o,
-        "where the misses are — by what the last detection at or before the missed frame saw of the object (the same object: IoU ≥ 0.3):"
-    );
-    let _ = writeln!(
-        o,
-        "| schedule | missed | not reported by it (new, or missed by the model then) | seen by it only below the threshold | reported by it; no track's box on it now | reported by it; the model's box jumped on this frame (a track is where it was before and after) | a track on it with another label | on a detection frame |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
-    for r in f
-        .rows
-        .iter()
-        .filter(|r| r.detect_every > 1 || r.schedule != "fixed")
-    {
-        let m = &r.misses;
-        let missed = f.reference_detections.saturating_sub(r.covered);
-        let share = |n: u64| {
-            if missed == 0 {
-                format!("{n}")
-            } else {
-                format!("{n} ({:.0} %)", 100.0 * n as f64 / missed as f64)
-            }
-        };
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            schedule_name(r),
-            missed,
-            share(m.unreported),
-            share(m.weak),
-            share(m.moved),
-            share(m.jumped),
-            share(m.label),
-            share(m.at_detection)
-        );
-    }
-}
-
 /// One run's block of the table (model line, stage table, rates, CPU, keep-up): a table
 /// printer, linear and long on purpose.
 fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
@@ -690,6 +547,7 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
             run.wall_s,
             run.not_measured.as_deref().unwrap_or("not measured")
         );
+        render_cameras(o, run);
         return;
     };
     let _ = writeln!(
@@ -759,6 +617,34 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         k.target_fps,
         k.projected_cpu_pct
     );
+    render_cameras(o, run);
+}
+
+/// Each camera's line when a run has several (the figures above are their total).
+fn render_cameras(o: &mut String, run: &bench::RunFigures) {
+    if run.cameras.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{:<12} {:>8} {:>9} {:>10} {:>10} {:>9} {:>9} {:>11}  source",
+        "camera", "fps", "detect/s", "age p50", "age p95", "frames", "dropped", "detections"
+    );
+    for c in &run.cameras {
+        let _ = writeln!(
+            o,
+            "{:<12} {:>8} {:>9} {:>7.1} ms {:>7.1} ms {:>9} {:>9} {:>11}  {}",
+            c.name,
+            fixed(c.fps, 1),
+            fixed(c.detect_fps, 2),
+            c.frame_age.p50_ms,
+            c.frame_age.p95_ms,
+            c.frames.processed,
+            c.frames.dropped,
+            c.frames.detections,
+            c.source
+        );
+    }
 }
 
 /// The pipeline's core map back from the report's, for its one description text.

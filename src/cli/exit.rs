@@ -72,7 +72,9 @@ impl From<BenchError> for Failure {
     fn from(e: BenchError) -> Failure {
         match e {
             BenchError::Config(errs) => Failure::Config(errs),
-            e @ BenchError::Truth(_) => Failure::Usage(e.to_string()),
+            e @ (BenchError::Truth(_) | BenchError::CommandLine(_)) => {
+                Failure::Usage(e.to_string())
+            }
             // Its text already includes what caused it; as an error chain the causes would be
             // printed twice.
             other => Failure::Runtime(anyhow::anyhow!("{other:#}")),

@@ -63,14 +63,19 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let cfg = cfg.clone();
         // No watchdog pings before READY: start-up has systemd's TimeoutStartSec instead.
         pipeline::unless_stopped(&signals.stop, None, move || {
-            pipeline::build_cameras(&cfg.cameras(), None)
+            pipeline::build_each_camera(&cfg.cameras(), None)
         })
         .map_err(anyhow::Error::from)?
     };
     let Some(built) = built else {
         return stopped_while("starting (loading the model, opening the source)");
     };
-    let mut parts = built.map_err(|e| startup_error(args, e))?;
+    // With `[[camera]]` tables, a source is named by its camera's key.
+    let spec_key = |i: usize| match cfg.camera.is_empty() {
+        true => "source.spec".to_string(),
+        false => format!("camera[{i}].source.spec"),
+    };
+    let mut parts = built.map_err(|(i, e)| startup_error(args, &spec_key(i), e))?;
     let mut cfg = cfg;
     let mut running = Running::start(&cfg, args.config.as_deref()).map_err(anyhow::Error::msg)?;
     let mut opts = RunOptions {
@@ -164,10 +169,11 @@ fn check_tracks_out(args: &RunArgs, cfg: &Config) -> Result<(), Failure> {
     }
 }
 
-/// A model that cannot be used, or a source spec no backend reads, is a configuration problem
+/// A model that cannot be used, or a source spec no backend reads (named `spec_key`), is a
+/// configuration problem
 /// (exit 78, no restart loop), even when it slipped past validation (a file changed in
 /// between); anything else is a runtime failure.
-fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
+fn startup_error(args: &RunArgs, spec_key: &str, e: pipeline::PipelineError) -> Failure {
     use crate::detect::DetectError;
     let problem = match e {
         pipeline::PipelineError::Detect(
@@ -179,7 +185,7 @@ fn startup_error(args: &RunArgs, e: pipeline::PipelineError) -> Failure {
         // such as a metadata node or /dev/null) is a configuration problem; a camera that is
         // merely missing is waited for (`source.wait_for_camera`).
         pipeline::PipelineError::Source(s) if s.is_configuration_problem() => {
-            Problem::new("source.spec", s.to_string())
+            Problem::new(spec_key, s.to_string())
         }
         other => return Failure::Runtime(other.into()),
     };

@@ -282,6 +282,13 @@ mod tests {
             keys("[[camera]]\nname = \"a\"\nlabels = [\"unicorn\"]\n[camera.source]\nspec = \"demo\"\n"),
             ["camera[0].labels@3"]
         );
+        assert_eq!(
+            keys(&format!(
+                "{}[[camera]]\nname = \"b\"\n[camera.source]\nfps = 5\n",
+                cam("a")
+            )),
+            ["camera[1].source.spec@0"]
+        );
     }
 
     #[test]

@@ -289,6 +289,32 @@ fn describe_cores(ids: &[usize]) -> String {
     }
 }
 
+/// `[camera.source]` tables without `spec`, found in the file's text: the key defaults to the
+/// bundled clip for `[source]`, but a camera that silently played the demo clip would be a
+/// camera that is not watched.
+fn camera_sources_without_spec(text: &str) -> Vec<Problem> {
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return Vec::new(); // a syntax error is reported by the parser
+    };
+    let Some(cams) = doc.get("camera").and_then(|c| c.as_array()) else {
+        return Vec::new();
+    };
+    cams.iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            c.get("source")
+                .and_then(|s| s.as_table())
+                .is_some_and(|s| !s.contains_key("spec"))
+        })
+        .map(|(i, _)| {
+            Problem::new(
+                format!("camera[{i}].source.spec"),
+                "expected the camera's device, file or command (`spec = \"/dev/video0\"`, `\"exec:…\"`, …), found none",
+            )
+        })
+        .collect()
+}
+
 /// 1-based line and column of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
@@ -400,7 +426,8 @@ impl Config {
                 message: inner.message().trim().to_string(),
             }])
         })?;
-        let problems = cfg.problems();
+        let mut problems = cfg.problems();
+        problems.extend(camera_sources_without_spec(text));
         if problems.is_empty() {
             return Ok(cfg);
         }

@@ -54,8 +54,8 @@ pub use keepalive::{keeping_watchdog_fed, unless_stopped, unless_stopped_within}
 pub use options::{RunOptions, Schedule};
 pub use panics::{install_panic_hook, INJECT_AT};
 pub use parts::{
-    build, build_cameras, load_detector, reconcile_cameras, source_options, Part, Parts, Reconcile,
-    Reconciled,
+    build, build_cameras, build_each_camera, load_detector, reconcile_cameras, source_options,
+    Part, Parts, Reconcile, Reconciled,
 };
 pub use summary::{EndReason, Summary, ThreadCpu};
 

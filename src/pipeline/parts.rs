@@ -95,15 +95,24 @@ pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError>
 /// Builds the parts of every camera: one model (loaded once, shared), a source, tracker and
 /// events per camera.
 pub fn build_cameras(cams: &[Camera], pace: Option<Pacing>) -> Result<Vec<Parts>, PipelineError> {
+    build_each_camera(cams, pace).map_err(|(_, e)| e)
+}
+
+/// As [`build_cameras`]; an error comes with the index in `cams` of the camera that could not
+/// be built (0 for the model, loaded with the first camera).
+pub fn build_each_camera(
+    cams: &[Camera],
+    pace: Option<Pacing>,
+) -> Result<Vec<Parts>, (usize, PipelineError)> {
     let mut all: Vec<Parts> = Vec::with_capacity(cams.len());
-    for cam in cams {
+    for (i, cam) in cams.iter().enumerate() {
         let parts = match all.first() {
-            None => build(&cam.config, pace)?,
+            None => build(&cam.config, pace),
             Some(first) => {
-                build_sharing(&cam.config, pace, &first.detector, first.core_map.clone())?
+                build_sharing(&cam.config, pace, &first.detector, first.core_map.clone())
             }
         };
-        all.push(parts);
+        all.push(parts.map_err(|e| (i, e))?);
     }
     Ok(all)
 }
@@ -427,6 +436,74 @@ mod tests {
             .into_result()
             .unwrap_err();
         assert!(e.to_string().contains("/nonexistent/clip.mjpeg"), "{e}");
+    }
+
+    /// `names` as cameras of [`small`], each on the bundled clip.
+    fn cams(names: &[&str]) -> Vec<Camera> {
+        names
+            .iter()
+            .map(|n| {
+                let mut config = small();
+                config.mqtt.camera = n.to_string();
+                Camera {
+                    name: n.to_string(),
+                    config,
+                }
+            })
+            .collect()
+    }
+
+    /// Where a camera's source lives: the same open source after a reconcile, or a new one.
+    fn source_at(p: &Parts) -> *const u8 {
+        (&*p.source as *const (dyn FrameSource + Send)).cast()
+    }
+
+    #[test]
+    fn reconcile_cameras_opens_the_new_closes_the_gone_and_keeps_the_rest_and_the_model() {
+        let old = cams(&["front", "back"]);
+        let mut parts = build_cameras(&old, None).unwrap();
+        assert!(
+            Arc::ptr_eq(&parts[0].detector, &parts[1].detector),
+            "one model"
+        );
+        let model = Arc::clone(&parts[0].detector);
+        let back = source_at(&parts[1]);
+        // `front` goes, `side` comes, `back` stays and moves first.
+        let new = cams(&["back", "side"]);
+        let done = reconcile_cameras(&mut parts, &old, &new, Reconcile::default()).unwrap();
+        assert_eq!(names(&done.changed), ["source", "tracker"]);
+        assert!(done.kept.is_empty());
+        assert_eq!(parts.len(), 2);
+        assert_eq!(source_at(&parts[0]), back, "back keeps its open source");
+        assert!(parts.iter().all(|p| Arc::ptr_eq(&p.detector, &model)));
+
+        // Nothing changed: nothing replaced.
+        let done = reconcile_cameras(&mut parts, &new, &new, Reconcile::default()).unwrap();
+        assert!(done.changed.is_empty(), "{:?}", done.changed);
+
+        // A new [model]: loaded once, shared by every camera.
+        let mut bigger = new.clone();
+        for c in &mut bigger {
+            c.config.model.input_size = vec![96, 96];
+        }
+        let done = reconcile_cameras(&mut parts, &new, &bigger, Reconcile::default()).unwrap();
+        assert_eq!(names(&done.changed), ["model"]);
+        assert!(!Arc::ptr_eq(&parts[0].detector, &model));
+        assert!(Arc::ptr_eq(&parts[0].detector, &parts[1].detector));
+        assert_eq!(parts[1].detector.info().input_w, 96);
+    }
+
+    #[test]
+    fn a_new_camera_that_cannot_be_opened_leaves_every_camera_as_it_was() {
+        let old = cams(&["front"]);
+        let mut parts = build_cameras(&old, None).unwrap();
+        let front = source_at(&parts[0]);
+        let mut new = cams(&["front", "side"]);
+        new[1].config.source.spec = "/nonexistent/side.mjpeg".into();
+        let e = reconcile_cameras(&mut parts, &old, &new, Reconcile::default()).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/side.mjpeg"), "{e}");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(source_at(&parts[0]), front);
     }
 
     #[test]
