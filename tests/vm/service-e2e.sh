@@ -20,6 +20,12 @@
 #   4. rmmod vivid / modprobe   → the camera loss is logged, frames flow again afterwards
 #   5. systemctl stop           → exit status 0, Result=success
 #   6. bad configuration        → exit status 78, Result=exit-code, no restart (NRestarts=0)
+#   and, through scenarios 1-5, MQTT to a broker on the host: a mosquitto on a free loopback
+#   port, reached by the guest as 10.0.2.100:1883 (qemu's user network, restrict=on, one
+#   forward; the unit's IPAddressAllow= private ranges let it through) → `online` (retained),
+#   Home Assistant discovery configs, stats, and `offline` on the clean stop, as recorded by
+#   mosquitto_sub on the host (mqtt.txt). Without mosquitto on the host the MQTT part is
+#   skipped loudly (MQTT=0 skips it on purpose).
 #
 # DEB: an arm64 package; default: `scripts/deb.sh aarch64-unknown-linux-gnu --profile dev`
 # (the dev-profile binary the ARM tests build, stripped; release packages have the same
@@ -69,6 +75,38 @@ grep -q '^input_size = \[\]$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the s
 grep -q '^stats_interval = 10.0$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the shipped config has no 'stats_interval = 10.0' line to change"; exit 2; }
 grep -q '^spec = "/dev/video0"$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the shipped config does not name /dev/video0"; exit 2; }
 echo "$VIVID_OPTS" > "$WORK/extra/vivid-opts"
+grep -q '^host = ""$' "$ROOT/systemd/lookout.toml" || { say "FAIL: the shipped config has no 'host = \"\"' line ([mqtt]) to change"; exit 2; }
+
+# The broker, on the host's loopback; the guest reaches it through qemu's forward.
+BROKER_PID= SUB_PID= GUEST_FWD=
+stop_broker() {
+  [ -n "$SUB_PID" ] && kill "$SUB_PID" 2>/dev/null || true
+  [ -n "$BROKER_PID" ] && kill "$BROKER_PID" 2>/dev/null || true
+  [ -n "$BROKER_PID" ] && wait "$BROKER_PID" 2>/dev/null || true
+}
+trap 'stop_broker; rm -rf "$WORK"' EXIT
+if [ "${MQTT:-1}" = 1 ] && command -v mosquitto >/dev/null && command -v mosquitto_sub >/dev/null; then
+  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest file %s\n' \
+    "$PORT" "$OUT/mosquitto.log" > "$WORK/mosquitto.conf"
+  : > "$OUT/mosquitto.log"; chmod 666 "$OUT/mosquitto.log"
+  mosquitto -c "$WORK/mosquitto.conf" > /dev/null 2>&1 &
+  BROKER_PID=$!
+  for _ in $(seq 1 50); do
+    mosquitto_sub -h 127.0.0.1 -p "$PORT" -t x -W 1 -E > /dev/null 2>&1 && break
+    sleep 0.1
+  done
+  # Every message, with arrival time (µs) and retain flag; payloads on one line each.
+  mosquitto_sub -h 127.0.0.1 -p "$PORT" -F '%U %r %t %p' -t 'lookout/#' -t 'homeassistant/#' \
+    > "$OUT/mqtt.txt" 2> "$OUT/mqtt-sub.err" &
+  SUB_PID=$!
+  echo "10.0.2.100" > "$WORK/extra/mqtt-host"
+  GUEST_FWD="1883=$PORT"
+  say "broker: mosquitto PID $BROKER_PID on 127.0.0.1:$PORT, the guest's 10.0.2.100:1883"
+else
+  rm -f "$OUT/mqtt.txt"
+  echo "*** MQTT PART SKIPPED: $( [ "${MQTT:-1}" = 1 ] && echo 'mosquitto / mosquitto_sub not installed (apt install mosquitto mosquitto-clients)' || echo 'MQTT=0' ) ***"
+fi
 echo "$RUN_WAIT" > "$WORK/extra/run-wait"
 
 cat > "$WORK/lookout-e2e.service" <<'EOF'
@@ -85,13 +123,14 @@ echo "# the driver needs no config; lookout's is in EXTRA_FILES_DIR" > "$WORK/co
 
 say "VM_DIR=$VM_DIR DEB=$DEB OUT=$OUT"
 rc=0
-OUT="$OUT" SERVICE=lookout-e2e RUN_S=${RUN_S:-1200} TIMEOUT_S=${TIMEOUT_S:-1500} CHECK_V4L2=0 \
+OUT="$OUT" GUEST_FWD="$GUEST_FWD" SERVICE=lookout-e2e RUN_S=${RUN_S:-1200} TIMEOUT_S=${TIMEOUT_S:-1500} CHECK_V4L2=0 \
   ALLOW_STOPPED=0 VIVID_OPTS="$VIVID_OPTS" EXTRA_FILES_DIR="$WORK/extra" \
   "$HARNESS/vm-e2e.sh" "$WORK/pkg/usr/bin/lookout" "$WORK/config.toml" "$WORK/lookout-e2e.service" || rc=$?
 if [ "$rc" = 2 ]; then say "FAIL: VM problem (see $OUT/console.log)"; exit 2; fi
 [ -s "$OUT/steps.txt" ] || { say "FAIL: the guest job did not run (see $OUT/console.log, $OUT/journal.json)"; exit 2; }
 grep -q '^DONE' "$OUT/steps.txt" || say "warning: the guest job did not finish (rc=$rc); checking what it produced"
 
+stop_broker
 st=0
 python3 "$ROOT/tests/vm/service/check.py" "$OUT" || st=$?
 if [ $st = 0 ]; then say "PASS (artifacts in $OUT)"; else say "FAILED (artifacts in $OUT)"; fi

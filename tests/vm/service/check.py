@@ -331,6 +331,44 @@ else:
     info(f"bad config: exit 78, {s.get('ActiveState')}/{s.get('Result')}, NRestarts={s.get('NRestarts')}: "
          f"{msg(cfg_errors[0])}")
 
+# --- MQTT to the host's broker, through scenarios 1-5 -----------------------------------------------
+# mqtt.txt: "<arrival time> <retain flag> <topic> <payload>" per message (mosquitto_sub on the host).
+if os.path.exists(os.path.join(out, "mqtt.txt")):
+    msgs = []
+    for line in read("mqtt.txt").splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) >= 3:
+            msgs.append((parts[2], parts[3] if len(parts) == 4 else ""))
+    topics = [tp for tp, _ in msgs]
+    avail = [p for tp, p in msgs if tp == "lookout/available"]
+    connected = between("start", "run_end", "mqtt_connected")
+    if not connected:
+        fail("mqtt: no mqtt_connected in the journal of the first run (network card: "
+             f"{notes.get('NET')}; broker log: {read('mosquitto.log')[-300:]!r})")
+    else:
+        info(f"mqtt: {msg(connected[0])} (guest network: {notes.get('NET')})")
+    if "online" not in avail:
+        fail(f"mqtt: no `online` on lookout/available (got {avail})")
+    elif "offline" not in avail[avail.index("online"):]:
+        fail(f"mqtt: no `offline` on lookout/available after `online` (clean stop; got {avail})")
+    configs = [tp for tp in topics if tp.startswith("homeassistant/") and tp.endswith("/config")]
+    if not any(tp.startswith("homeassistant/binary_sensor/") for tp in configs):
+        fail(f"mqtt: no Home Assistant binary_sensor discovery config ({len(configs)} configs)")
+    stats_msgs = []
+    for tp, p in msgs:
+        if tp == "lookout/stats":
+            try:
+                stats_msgs.append(json.loads(p))
+            except ValueError:
+                fail(f"mqtt: lookout/stats is not JSON: {p[:200]!r}")
+    if not stats_msgs or not any(float(m.get("fps", 0) or 0) > 0 for m in stats_msgs):
+        fail(f"mqtt: no lookout/stats with fps > 0 ({len(stats_msgs)} stats messages)")
+    if not fails or all(not f.startswith("mqtt:") for f in fails):
+        info(f"mqtt: {len(msgs)} messages from the guest: availability {avail}, {len(configs)} "
+             f"discovery configs, {len(stats_msgs)} stats (last fps {stats_msgs[-1].get('fps') if stats_msgs else None})")
+else:
+    info("mqtt: not checked (no broker on the host; see the note above)")
+
 if "DONE" not in notes and "DONE" not in read("steps.txt"):
     fail("the guest job did not finish")
 print(f"[service-e2e] {'all assertions held' if not fails else f'{len(fails)} failure(s)'}")

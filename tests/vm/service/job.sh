@@ -51,7 +51,21 @@ note "INSTALL_STOP_RC $?"
 # several reports, and a small model input (under TCG one 416x416 inference takes ~85 s).
 sed -i -e 's/^stats_interval = 10.0$/stats_interval = 5.0/' \
        -e "s/^input_size = \[\]$/input_size = [$(cat $X/model-input)]/" /etc/lookout/lookout.toml
-grep -E '^(stats_interval|input_size|spec) ' /etc/lookout/lookout.toml | tr '\n' ' ' | sed 's/^/TEST_SETTINGS /' >> "$S"; echo >> "$S"
+# MQTT to the host's broker (service-e2e.sh forwards 10.0.2.100:1883 to it): the guest's
+# network card gets a static address from systemd-networkd, the conffile the broker's address.
+if [ -s $X/mqtt-host ]; then
+  mkdir -p /etc/systemd/network
+  printf '[Match]\nName=e*\n[Network]\nAddress=10.0.2.15/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' \
+    > /etc/systemd/network/10-e2e.network
+  systemctl start systemd-networkd
+  for _ in $(seq 1 60); do
+    grep -qs up /sys/class/net/e*/operstate && break
+    sleep 1
+  done
+  note "NET $(for n in /sys/class/net/e*; do echo "${n##*/}=$(cat $n/operstate)"; done | tr '\n' ' ')"
+  sed -i "s/^host = \"\"$/host = \"$(cat $X/mqtt-host)\"/" /etc/lookout/lookout.toml
+fi
+grep -E '^(stats_interval|input_size|spec|host) ' /etc/lookout/lookout.toml | tr '\n' ' ' | sed 's/^/TEST_SETTINGS /' >> "$S"; echo >> "$S"
 mkdir -p /etc/systemd/system/lookout.service.d
 cat > /etc/systemd/system/lookout.service.d/zz-e2e.conf <<'UNIT'
 [Service]
