@@ -20,6 +20,38 @@ pub fn split(command: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// The command line as lookout shows it (journal, errors, `lookout bench`): the password of
+/// every URL in it (`scheme://user:password@host…`, as RTSP cameras take them) replaced by
+/// `***`. The command itself runs with the password.
+pub fn redact(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first '/', whitespace or quote; its user info at the
+        // last '@' in it.
+        let end = tail
+            .find(|c: char| c == '/' || c.is_whitespace() || c == '\'' || c == '"')
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority
+            .rfind('@')
+            .map(|at| (at, authority[..at].find(':')))
+        {
+            Some((at, Some(colon))) => {
+                out.push_str(&authority[..colon]);
+                out.push_str(":***");
+                out.push_str(&authority[at..]);
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Finds the executable a program name starts: a name with a `/` as it is, else the first
 /// match in `path` (the value of `$PATH`; empty entries mean the current directory, as for
 /// `execvp`).
@@ -86,6 +118,28 @@ fn check_executable(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_not_shown() {
+        assert_eq!(
+            redact("exec:ffmpeg -i rtsp://admin:s3cr@t!@192.168.1.20:554/sub -f mjpeg -"),
+            "exec:ffmpeg -i rtsp://admin:***@192.168.1.20:554/sub -f mjpeg -"
+        );
+        assert_eq!(
+            redact("exec:sh -c 'ffmpeg -i \"rtsp://u:p@cam/a\" -f mjpeg -'"),
+            "exec:sh -c 'ffmpeg -i \"rtsp://u:***@cam/a\" -f mjpeg -'"
+        );
+        // No password, no user, several URLs, no URL: unchanged but for the passwords.
+        assert_eq!(
+            redact("rtsp://cam@host/x http://h/y"),
+            "rtsp://cam@host/x http://h/y"
+        );
+        assert_eq!(
+            redact("a rtsp://a:b@h1/ rtsp://c:d@h2"),
+            "a rtsp://a:***@h1/ rtsp://c:***@h2"
+        );
+        assert_eq!(redact("rpicam-vid -t 0 -o -"), "rpicam-vid -t 0 -o -");
+    }
 
     #[test]
     fn words_split_like_a_shell_without_expansion() {

@@ -58,7 +58,8 @@ const MAGIC_JPEG: &[u8] = &[0xFF, 0xD8];
 
 /// A command's stdout as a [`FrameSource`] (see the module documentation).
 pub struct ExecSource {
-    /// The spec as written (`exec:…`): names the source in messages.
+    /// The spec as written (`exec:…`), a URL's password shown as `***`: names the source in
+    /// messages.
     spec: String,
     argv: Vec<String>,
     opts: SourceOptions,
@@ -105,16 +106,18 @@ impl ExecSource {
     /// (not found, not executable).
     pub fn open(spec: &str, opts: &SourceOptions) -> Result<ExecSource, SourceError> {
         let spec = spec.trim().to_string();
+        // What is shown of the command (a camera URL's password is not).
+        let shown = command::redact(&spec);
         let bad = |message: String| SourceError::Command {
-            spec: spec.clone(),
-            message,
+            spec: shown.clone(),
+            message: command::redact(&message),
         };
         let line = spec.strip_prefix(PREFIX).unwrap_or(&spec);
         let argv = command::split(line).map_err(bad)?;
         let program = argv.first().cloned().unwrap_or_default();
         command::resolve_in_env(&program).map_err(bad)?;
         let mut src = ExecSource {
-            spec: spec.clone(),
+            spec: shown.clone(),
             argv,
             opts: opts.clone(),
             state: State::Down {
