@@ -217,14 +217,16 @@ impl Mqtt {
         for (camera, labels) in &a.cameras {
             let topics = self.topics_of(camera);
             for label in labels {
-                let n = live.count(camera, label);
-                self.link
-                    .set_state(&topics.count(label), n.to_string().into_bytes(), self.qos);
+                self.put_count(&topics.count(label), live.count(camera, label));
             }
-            let all = live.count_all(camera);
-            self.link
-                .set_state(&topics.count_all(), all.to_string().into_bytes(), self.qos);
+            self.put_count(&topics.count_all(), live.count_all(camera));
         }
+    }
+
+    /// A count, retained.
+    fn put_count(&self, topic: &str, n: u32) {
+        self.link
+            .set_state(topic, n.to_string().into_bytes(), self.qos);
     }
 
     /// `camera`'s topics.
@@ -300,12 +302,8 @@ impl Mqtt {
 
     fn set_count(&self, live: &Live, camera: &str, label: &str) {
         let topics = self.topics_of(camera);
-        let n = live.count(camera, label);
-        self.link
-            .set_state(&topics.count(label), n.to_string().into_bytes(), self.qos);
-        let all = live.count_all(camera);
-        self.link
-            .set_state(&topics.count_all(), all.to_string().into_bytes(), self.qos);
+        self.put_count(&topics.count(label), live.count(camera, label));
+        self.put_count(&topics.count_all(), live.count_all(camera));
     }
 }
 

@@ -75,21 +75,7 @@ pub fn load_detector(cfg: &Config, core_map: &CoreMap) -> Result<Detector, Pipel
 pub fn build(cfg: &Config, pace: Option<Pacing>) -> Result<Parts, PipelineError> {
     let core_map = CoreMap::plan(cfg, &sysinfo::allowed_cores());
     let detector = Arc::new(load_detector(cfg, &core_map)?);
-    let source = source::open(&cfg.source.spec, &source_options(cfg, pace))?;
-    let tracker =
-        Tracker::new(cfg.tracker.clone()).map_err(|e| PipelineError::Tracker(e.to_string()))?;
-    let events = Events::new(
-        cfg.event_rules()
-            .map_err(|e| PipelineError::Events(e.to_string()))?,
-    );
-    Ok(Parts {
-        detector,
-        source,
-        tracker,
-        events,
-        core_map,
-        tracks: None,
-    })
+    build_sharing(cfg, pace, &detector, core_map)
 }
 
 /// Builds the parts of every camera: one model (loaded once, shared), a source, tracker and
