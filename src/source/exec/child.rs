@@ -38,6 +38,34 @@ pub struct ChildReport {
     pub last_line: Option<String>,
 }
 
+/// How long a program that is open for writing elsewhere (`ETXTBSY`: being installed or
+/// updated, or written by a process that has just forked) is tried again before its start fails.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
+
+/// Starts `program args` in a new process group with piped stdout and stderr, trying again
+/// while the executable is busy (see [`BUSY_RETRY`]).
+fn spawn_retrying_busy(program: &str, args: &[String]) -> io::Result<Child> {
+    let t0 = Instant::now();
+    loop {
+        let started = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn();
+        match started {
+            Err(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error())
+                    && t0.elapsed() < BUSY_RETRY =>
+            {
+                std::thread::sleep(Duration::from_millis(20)); // retry interval
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A running command and its output pipes; dropping it ends and reaps the command.
 pub struct ChildPipe {
     child: Child,
@@ -74,13 +102,7 @@ impl ChildPipe {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()?;
+        let mut child = spawn_retrying_busy(program, args)?;
         let pid = Pid::from_child(&child);
         let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
             let mut pipe_less = child;
@@ -292,5 +314,43 @@ impl Seek for ChildPipe {
 impl Drop for ChildPipe {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_program_still_open_for_writing_starts_once_the_writer_closes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy");
+        let mut f = File::create(&path).unwrap();
+        f.write_all(b"#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let program = path.to_string_lossy().into_owned();
+        // While the writer holds it, the kernel refuses to run it.
+        let refused = Command::new(&program).status().unwrap_err();
+        assert_eq!(
+            refused.raw_os_error(),
+            Some(rustix::io::Errno::TXTBSY.raw_os_error())
+        );
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(f);
+        });
+        let mut child = spawn_retrying_busy(&program, &[]).unwrap();
+        assert!(child.wait().unwrap().success());
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_missing_program_fails_at_once() {
+        let t0 = Instant::now();
+        let e = spawn_retrying_busy("/nonexistent/lookout-test", &[]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(t0.elapsed() < BUSY_RETRY);
     }
 }
