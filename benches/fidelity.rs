@@ -50,7 +50,10 @@ fn main() -> anyhow::Result<()> {
         tracks_out: None,
         threads: None,
         inference_only: None,
-        truth: std::env::var_os("LOOKOUT_FIDELITY_TRUTH").map(PathBuf::from),
+        truth: std::env::var_os("LOOKOUT_FIDELITY_TRUTH")
+            .map(PathBuf::from)
+            .into_iter()
+            .collect(),
         stop: Default::default(),
         outlets: Default::default(),
     };

@@ -33,7 +33,7 @@ fn json_of(out: &Output) -> Value {
 
 // ── a small validator for the subset of JSON Schema (2020-12) that bench-schema.json uses ──
 
-const KNOWN: [&str; 19] = [
+const KNOWN: [&str; 20] = [
     "$schema",
     "$id",
     "$defs",
@@ -51,6 +51,7 @@ const KNOWN: [&str; 19] = [
     "const",
     "oneOf",
     "minimum",
+    "maximum",
     "exclusiveMinimum",
     "default",
 ];
@@ -111,6 +112,12 @@ fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errs: &mut Vec<
             .is_some_and(|m| n < m)
         {
             errs.push(format!("{path}: {n} below minimum"));
+        }
+        if s.get("maximum")
+            .and_then(Value::as_f64)
+            .is_some_and(|m| n > m)
+        {
+            errs.push(format!("{path}: {n} above maximum"));
         }
         if s.get("exclusiveMinimum")
             .and_then(Value::as_f64)
@@ -394,6 +401,66 @@ fn several_sources_name_what_they_cannot_do() {
         err.contains("cam2.source.spec") && err.contains("/nonexistent/b.mjpeg"),
         "{err}"
     );
+}
+
+#[test]
+fn truth_scores_each_camera_s_run_against_its_own_ground_truth() {
+    let (a, b) = (
+        "tests/data/truth/vtest-200-399",
+        "tests/data/truth/vtest-640x480-10fps",
+    );
+    let out = bench(
+        &[
+            "--source",
+            &format!("{a}.mjpeg"),
+            "--source",
+            "demo",
+            "--truth",
+            &format!("{a}.gt.txt"),
+            "--truth",
+            &format!("{b}.gt.txt"),
+            "--frames",
+            "40",
+            "--realtime",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    let errs = schema_errors(&doc);
+    assert!(errs.is_empty(), "schema violations: {errs:#?}");
+    let cams = doc["runs"][0]["cameras"].as_array().unwrap();
+    let mut found = 0.0;
+    // Each camera against its own truth: 11 and 12 true objects (tests/data/truth/README.md).
+    for (c, (file, objects)) in cams
+        .iter()
+        .zip([(format!("{a}.gt.txt"), 11), (format!("{b}.gt.txt"), 12)])
+    {
+        assert_eq!(c["truth_file"].as_str(), Some(file.as_str()), "{c}");
+        assert_eq!(c["truth"]["objects"].as_u64(), Some(objects), "{c}");
+        let recall = c["truth"]["recall"].as_f64().unwrap();
+        // 40 of 200 frames were played (4 s at 10 fps): most true boxes not reached.
+        assert!(recall < 0.5, "{c}");
+        found += recall;
+    }
+    assert!(found > 0.0, "4 s of detections found no true box: {cams:?}");
+
+    // Not one truth per camera; another sweep's rows: refused before anything runs.
+    for args in [
+        &["--source", "demo", "--truth", "a.txt", "--truth", "b.txt"][..],
+        &["--sweep", "threads", "--truth", "a.txt"][..],
+    ] {
+        let out = bench(args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.contains("--truth"), "{err}");
+    }
 }
 
 #[test]

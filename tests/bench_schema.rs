@@ -154,9 +154,31 @@ fn run(full: bool) -> RunFigures {
                     detections: 4,
                     detect_skipped: 1,
                 },
+                truth_file: some(full, "tests/data/truth/vtest-200-399.gt.txt".into()),
+                truth: some(full, truth_scores(full)),
             };
             2
         ],
+    }
+}
+
+/// Scores against a ground truth; `full`: the optional figures are there.
+fn truth_scores(full: bool) -> TruthScores {
+    TruthScores {
+        objects: 12,
+        events: 13,
+        events_per_object: 1.1,
+        events_per_object_max: 2,
+        false_events: 1,
+        false_event_share: 0.077,
+        objects_to_find: 11,
+        missed: 1,
+        missed_share: 0.091,
+        time_to_event_p50_s: some(full, 0.5),
+        time_to_event_p90_s: some(full, 1.5),
+        recall: 0.8,
+        precision: 0.9,
+        idf1: 0.7,
     }
 }
 
@@ -190,25 +212,7 @@ fn fidelity(full: bool) -> FidelityReport {
         cpu_ms_per_frame: 12.5,
         cpu_vs_n1: 0.5,
         events: 3,
-        truth: some(
-            full,
-            TruthScores {
-                objects: 12,
-                events: 13,
-                events_per_object: 1.1,
-                events_per_object_max: 2,
-                false_events: 1,
-                false_event_share: 0.077,
-                objects_to_find: 11,
-                missed: 1,
-                missed_share: 0.091,
-                time_to_event_p50_s: some(full, 0.5),
-                time_to_event_p90_s: some(full, 1.5),
-                recall: 0.8,
-                precision: 0.9,
-                idf1: 0.7,
-            },
-        ),
+        truth: some(full, truth_scores(full)),
     };
     FidelityReport {
         source: "demo".into(),

@@ -121,6 +121,8 @@ pub fn camera_figures(s: &Summary) -> CameraFigures {
             detections: t.detections,
             detect_skipped: t.detect_skipped,
         },
+        truth_file: None,
+        truth: None,
     }
 }
 

@@ -45,6 +45,7 @@ mod figures;
 mod golden;
 pub mod report;
 mod timing;
+pub mod truth_run;
 
 pub use fidelity::fidelity_report;
 pub use figures::{camera_figures, cameras_figures, figures, recommend, MIN_MEASURED_WINDOW};
@@ -114,8 +115,10 @@ pub struct BenchSettings {
     /// Time only the model on the golden photos (no pipeline), this many runs per photo: the
     /// mode `scripts/peer_compare.py` uses to compare with onnxruntime.
     pub inference_only: Option<usize>,
-    /// `--sweep fidelity`: the ground truth of the source (MOT format) to score against.
-    pub truth: Option<PathBuf>,
+    /// Ground truths (MOT format) to score against: with `--sweep fidelity` one, the source's;
+    /// on a timed run one per camera, in the cameras' order, scoring what each camera's run
+    /// wrote to its tracks file ([`truth_run`]).
+    pub truth: Vec<PathBuf>,
     /// Set (by SIGINT/SIGTERM) to end the benchmark early: the run under way ends within a
     /// second and the report covers what ran until then.
     pub stop: Arc<AtomicBool>,
@@ -147,6 +150,16 @@ pub enum BenchError {
     /// `--truth FILE` cannot be read or is not a MOT-format ground truth.
     #[error("--truth: {0}")]
     Truth(#[from] crate::fidelity::truth::TruthError),
+}
+
+impl From<truth_run::ScoringError> for BenchError {
+    fn from(e: truth_run::ScoringError) -> BenchError {
+        match e {
+            truth_run::ScoringError::CommandLine(m) => BenchError::CommandLine(m),
+            truth_run::ScoringError::Usage(m) => BenchError::Usage(m),
+            truth_run::ScoringError::Truth(t) => BenchError::Truth(t),
+        }
+    }
 }
 
 /// Progress callbacks (the CLI draws a spinner; tests and JSON runs ignore them).
@@ -379,22 +392,30 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
                 Some(Limit::Frames(n)) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
                 _ => None,
             };
-            let truth = match &s.truth {
+            let truth = match s.truth.first() {
                 Some(p) => Some(crate::fidelity::truth::Truth::load(p)?),
                 None => None,
             };
             let mut report = bench.fidelity(&base, max_frames, truth.as_ref())?;
-            report.truth_file = s.truth.as_ref().map(|p| p.display().to_string());
+            report.truth_file = s.truth.first().map(|p| p.display().to_string());
             limit = Limit::Frames(report.frames);
             let fps = report.source_fps;
             fidelity = Some(report);
             (Vec::new(), None, fps)
         }
         None => {
-            let (runs, fps) = match &cameras {
-                Some(cams) => bench.run_cameras(cams, limit, s.tracks_out.as_ref())?,
-                None => bench.run_rows(rows, limit, s.tracks_out.as_ref())?,
+            let mut scoring = truth_run::Scoring::prepare(
+                &s.truth,
+                s.sweep.is_some(),
+                &base,
+                cameras.as_deref(),
+            )?;
+            let tracks_out = scoring.tracks_out(s.tracks_out.as_ref())?;
+            let (mut runs, fps) = match &cameras {
+                Some(cams) => bench.run_cameras(cams, limit, tracks_out.as_ref())?,
+                None => bench.run_rows(rows, limit, tracks_out.as_ref())?,
             };
+            scoring.score(&mut runs, tracks_out.as_ref())?;
             (runs, None, fps)
         }
     };
@@ -425,6 +446,12 @@ fn check_fidelity_settings(s: &BenchSettings, base: &Config) -> Result<(), Bench
         return Err(BenchError::Usage(format!(
             "--sweep fidelity replays a recording, and {} is a camera or a command: record it first (lookout capture) and pass the file with --source",
             base.source.spec
+        )));
+    }
+    if s.truth.len() > 1 {
+        return Err(BenchError::CommandLine(format!(
+            "--sweep fidelity scores one source, and {} --truth files are given",
+            s.truth.len()
         )));
     }
     if let Some(Limit::Seconds(_)) = s.limit {

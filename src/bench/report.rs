@@ -258,6 +258,10 @@ pub struct CameraFigures {
     pub frame_age: Percentiles,
     /// Frame counters.
     pub frames: FrameCounts,
+    /// The ground truth (`--truth`, on a timed run) this camera's `truth` is against.
+    pub truth_file: Option<String>,
+    /// What this camera's run (its tracks file) scored against `truth_file`; `None` without.
+    pub truth: Option<TruthScores>,
 }
 
 /// The model that ran.

@@ -21,7 +21,7 @@ use crate::pipeline::CoreMap;
 use crate::schedule::ScheduleKind;
 
 mod fidelity_table;
-pub use fidelity_table::render_fidelity;
+pub use fidelity_table::{render_fidelity, render_run_truth};
 
 /// Exit status when the self-check failed.
 pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
@@ -94,12 +94,14 @@ pub struct BenchArgs {
     /// records one run: not with --sweep.
     #[arg(long, value_name = "FILE", conflicts_with = "sweep")]
     pub tracks_out: Option<PathBuf>,
-    /// With `--sweep fidelity`: score every schedule against this hand-checked ground truth of
-    /// the source (MOT format, `frame,id,x,y,w,h,conf,class,visibility`; see
-    /// tests/data/truth/README.md): events per true object, false events, missed objects,
-    /// time to event, box recall/precision and IDF1.
-    #[arg(long, value_name = "FILE", requires = "sweep")]
-    pub truth: Option<PathBuf>,
+    /// Score against this hand-checked ground truth of the source (MOT format,
+    /// `frame,id,x,y,w,h,conf,class,visibility`; see tests/data/truth/README.md): events per
+    /// true object, false events, missed objects, time to event, box recall/precision and
+    /// IDF1. With `--sweep fidelity`: every schedule. On a run: what each camera's run found
+    /// (its tracks file, frame N of the recording = truth frame N + 1; frames it skipped count
+    /// as empty) — give it once per camera, in the order of the cameras.
+    #[arg(long, value_name = "FILE", conflicts_with = "inference_only")]
+    pub truth: Vec<PathBuf>,
     /// Threads for the model's matrix products (overrides `model.threads`).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -548,6 +550,7 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
             run.not_measured.as_deref().unwrap_or("not measured")
         );
         render_cameras(o, run);
+        render_run_truth(o, run);
         return;
     };
     let _ = writeln!(
@@ -618,6 +621,7 @@ fn render_run(o: &mut String, run: &bench::RunFigures, titled: bool) {
         k.projected_cpu_pct
     );
     render_cameras(o, run);
+    render_run_truth(o, run);
 }
 
 /// Each camera's line when a run has several (the figures above are their total).

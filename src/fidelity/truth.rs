@@ -140,6 +140,11 @@ impl Truth {
         Ok(Truth { frames })
     }
 
+    /// Frames up to the last one with a box.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
     /// The boxes of frame `k` (0-based; none past the truth's end).
     pub fn at(&self, k: usize) -> &[TruthBox] {
         self.frames.get(k).map_or(&[], Vec::as_slice)

@@ -78,32 +78,57 @@ fn render_truth(o: &mut String, f: &bench::FidelityReport) {
         o,
         "\nagainst the ground truth {file}: an event is about the true object its box was on most often (IoU ≥ 0.3); missed = an object seen ≥ 2 s and ≥ 20 px tall that no event's box was ever on."
     );
-    let _ = writeln!(
-        o,
-        "\n| schedule | true objects | events | events per object (max) | false events | missed | time to event p50 / p90 | box recall / precision | IDF1 |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
-    let secs = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} s"));
+    truth_header(o, "schedule");
     for r in &f.rows {
         let Some(t) = &r.truth else { continue };
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {:.2} ({}) | {} ({:.1} %) | {} of {} | {} / {} | {:.2} / {:.2} | {:.2} |",
-            schedule_name(r),
-            t.objects,
-            t.events,
-            t.events_per_object,
-            t.events_per_object_max,
-            t.false_events,
-            100.0 * t.false_event_share,
-            t.missed,
-            t.objects_to_find,
-            secs(t.time_to_event_p50_s),
-            secs(t.time_to_event_p90_s),
-            t.recall,
-            t.precision,
-            t.idf1
-        );
+        let _ = writeln!(o, "| {} | {} |", schedule_name(r), truth_cells(t));
+    }
+}
+
+/// The header of a truth-scores table whose first column is `first`.
+fn truth_header(o: &mut String, first: &str) {
+    let _ = writeln!(
+        o,
+        "\n| {first} | true objects | events | events per object (max) | false events | missed | time to event p50 / p90 | box recall / precision | IDF1 |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
+}
+
+/// A truth-scores table row after its first cell.
+fn truth_cells(t: &bench::report::TruthScores) -> String {
+    let secs = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} s"));
+    format!(
+        "{} | {} | {:.2} ({}) | {} ({:.1} %) | {} of {} | {} / {} | {:.2} / {:.2} | {:.2}",
+        t.objects,
+        t.events,
+        t.events_per_object,
+        t.events_per_object_max,
+        t.false_events,
+        100.0 * t.false_event_share,
+        t.missed,
+        t.objects_to_find,
+        secs(t.time_to_event_p50_s),
+        secs(t.time_to_event_p90_s),
+        t.recall,
+        t.precision,
+        t.idf1
+    )
+}
+
+/// A timed run's cameras scored against their ground truths (`--truth` without a sweep).
+pub fn render_run_truth(o: &mut String, run: &bench::RunFigures) {
+    if run.cameras.iter().all(|c| c.truth.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nwhat each camera's run found, against its ground truth (frames it skipped count as frames with no track):"
+    );
+    truth_header(o, "camera (ground truth)");
+    for c in &run.cameras {
+        if let (Some(t), Some(file)) = (&c.truth, &c.truth_file) {
+            let _ = writeln!(o, "| {} ({file}) | {} |", c.name, truth_cells(t));
+        }
     }
 }
 
