@@ -2,8 +2,9 @@
 //! clip (640×480 MJPEG) to the JPEG that is published: the frame decoded to RGB
 //! (`preprocess::frame_to_rgb`), then cropped around a person-sized box, the box drawn, scaled
 //! to the default 270 px and encoded at quality 70 (`snapshot::picture::render`); and the same
-//! for the whole frame (`crop = false`). This is the work between an event's best moment and
-//! its picture on the broker; the tracker thread only hands the frame over.
+//! for the whole frame (`crop = false`); and the encode alone, of the decoded frame at its own
+//! 640×480. This is the work between an event's best moment and its picture on the broker;
+//! the tracker thread only hands the frame over.
 //!
 //! Run: `cargo bench --bench snapshot -- --warm-up-time 1 --measurement-time 3`.
 
@@ -61,6 +62,18 @@ fn bench_snapshot(c: &mut Criterion) {
             })
         });
     }
+    // The encode alone: the decoded 640×480 frame at its own size (no scaling), box drawn.
+    let mut scratch = Scratch::default();
+    let rgb = frame_to_rgb(&frame, &mut scratch).unwrap_or_default();
+    let whole = Style {
+        crop: false,
+        bounding_box: true,
+        height: 480,
+        quality: 70,
+    };
+    g.bench_function("encode 640x480 (whole frame, no scaling)", |b| {
+        b.iter(|| black_box(render(black_box(&rgb), 640, 480, &person, &whole).unwrap_or_default()))
+    });
     g.finish();
 }
 
