@@ -45,7 +45,9 @@ export VM_DIR=${VM_DIR:-/var/cache/lookout-ci/vm-$KEY}
 OUT=$(mkdir -p "${OUT:-./vm-service-out}" && cd "${OUT:-./vm-service-out}" && pwd)
 RUN_WAIT=${RUN_WAIT:-40}
 MODEL_INPUT=${MODEL_INPUT:-128, 128}
-VIVID_OPTS=${VIVID_OPTS:-n_devs=1 node_types=0x1 num_inputs=1 input_types=0x0}
+# Two webcam-type vivid devices (/dev/video0, /dev/video1): the scenarios use the first; the
+# two-camera scenario both.
+VIVID_OPTS=${VIVID_OPTS:-n_devs=2 node_types=0x1,0x1 num_inputs=1,1 input_types=0x0,0x0}
 TARGET=aarch64-unknown-linux-gnu
 say() { echo "[service-e2e] $*"; }
 

@@ -315,6 +315,36 @@ else:
 
 fail = _fail
 
+# --- 5c. two cameras sharing one detector --------------------------------------------------------
+two = between("two_cams", "two_cams_end")
+if notes.get("TWO_CHECK_RC") != "0":
+    fail(f"two cameras: check-config refused the two-camera file: {read('two-cameras.txt')[-400:]}")
+elif notes.get("TWO_START_RC") != "0":
+    fail(f"two cameras: systemctl start rc {notes.get('TWO_START_RC')}: {read('two-cameras.txt')[-300:]}")
+else:
+    streaming = {}
+    for e in two:
+        if e.get("LOOKOUT_EVENT") == "stats" and fps(e) > 0:
+            streaming.setdefault(e.get("CAMERA"), []).append(e)
+    loads = [e for e in two if "loaded" in msg(e) and "model" in msg(e)]
+    detected = [c for c, es in streaming.items()
+                if any(float(e.get("DETECT_FPS", "0") or 0) > 0 for e in es)]
+    if sorted(streaming) != ["door", "yard"]:
+        fail(f"two cameras: stats with frames from {sorted(streaming)}, expected door and yard "
+             f"({read('two-cameras.txt').strip()[:300]})")
+    elif len(loads) != 1:
+        fail(f"two cameras: the model was loaded {len(loads)} times, expected once: "
+             + "; ".join(msg(e) for e in loads[:3]))
+    elif not detected:
+        fail("two cameras: DETECT_FPS stayed 0 on both cameras: the shared detector never ran")
+    else:
+        info("two cameras: one model load, both streaming: "
+             + "; ".join(f"{c}: {stat_line(es[-1])}" for c, es in sorted(streaming.items()))
+             + f"; detections on {sorted(detected)}")
+    e5c = exits.get("two_cams", "")
+    if "SERVICE_RESULT=success" not in e5c or "EXIT_STATUS=0" not in e5c:
+        fail(f"two cameras: the stop was not clean: {e5c!r}")
+
 # --- 6. bad configuration ---------------------------------------------------------------------------
 s = shows.get("badcfg", {})
 e6 = exits.get("badcfg", "")

@@ -193,6 +193,26 @@ show late_end
 systemctl stop lookout
 exits late
 
+# --- 5c. two cameras: the two vivid devices as two [[camera]] tables sharing one detector ---
+# The conffile's [source] table is replaced by the cameras (a config has one or the other).
+cp /etc/lookout/lookout.toml /tmp/one-camera.toml
+awk '/^\[/ { skip = ($0 == "[source]") } !skip' /tmp/one-camera.toml > /etc/lookout/lookout.toml
+printf '\n[[camera]]\nname = "door"\n[camera.source]\nspec = "/dev/video0"\nfps = 10\n' >> /etc/lookout/lookout.toml
+printf '\n[[camera]]\nname = "yard"\n[camera.source]\nspec = "/dev/video1"\nfps = 10\n' >> /etc/lookout/lookout.toml
+ls -l /dev/video* > $O/two-cameras.txt 2>&1
+/usr/bin/lookout check-config /etc/lookout/lookout.toml >> $O/two-cameras.txt 2>&1
+note "TWO_CHECK_RC $?"
+rm -f /run/lookout-exit
+mark two_cams
+timeout 300 systemctl start lookout
+note "TWO_START_RC $?"
+sleep "$RUN_WAIT"
+mark two_cams_stop
+systemctl stop lookout
+mark two_cams_end
+exits two_cams
+cp /tmp/one-camera.toml /etc/lookout/lookout.toml
+
 # --- 6. bad configuration: exit 78, no restart loop ---
 rm -f /run/lookout-exit
 sed -i 's/^threshold = 0.35$/threshold = 7.0/' /etc/lookout/lookout.toml
