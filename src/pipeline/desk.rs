@@ -98,10 +98,21 @@ pub(super) struct CameraSlot<'a> {
 }
 
 impl DetectorSlot for CameraSlot<'_> {
+    /// Puts `frame` in the camera's job slot and leaves word on the desk. While the request
+    /// waits for the shared detector (other cameras served first), a newer request replaces
+    /// the waiting frame and keeps its place: the detector gets the camera's newest frame, not
+    /// one that aged while it waited. Such a request, and any while the detector works on this
+    /// camera's frame, is not a detection of its own (false: counted as skipped).
     fn submit(&mut self, frame: Frame) -> bool {
-        let mut hub = self.hub;
-        let taken = hub.submit(frame);
+        let mut g = self.hub.lock();
+        if let Some(waiting) = g.job.as_mut() {
+            *waiting = frame;
+            return false;
+        }
+        let taken = g.submit(frame);
+        drop(g);
         if taken {
+            self.hub.cv.notify_all();
             self.desk.request(self.index, monotonic_now());
         }
         taken
@@ -149,8 +160,15 @@ mod tests {
             index: 1,
         };
         assert!(slot.submit(frame(1)));
-        assert!(!slot.submit(frame(2)), "busy: skipped, never queued");
-        assert_eq!(hub.lock().job.as_ref().map(|f| f.seq), Some(1));
+        assert!(!slot.submit(frame(2)), "one job: never queued");
+        // Still waiting for the detector: the newer frame replaced the waiting one.
+        assert_eq!(hub.lock().job.as_ref().map(|f| f.seq), Some(2));
         assert_eq!(desk.lock().most_overdue(), Some(1));
+        assert_eq!(desk.lock().most_overdue(), None, "one request on the desk");
+        // The detector took it and works on it: requests are skipped until it is done.
+        assert_eq!(hub.lock().job.take().map(|f| f.seq), Some(2));
+        assert!(!slot.submit(frame(3)), "busy: skipped");
+        assert!(hub.lock().job.is_none());
+        assert_eq!(desk.lock().most_overdue(), None);
     }
 }
