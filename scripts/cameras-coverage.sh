@@ -7,7 +7,8 @@
 # box recall (the share of true boxes a track's box was on), events per true object, false
 # and missed events and frames dropped, alone and together, and the difference of the medians.
 #   scripts/cameras-coverage.sh [ROUNDS] [SECONDS]   (default 3 rounds of 20 s; debug build)
-# LOOKOUT=path/to/lookout picks the binary (default: target/debug/lookout, built first).
+# LOOKOUT=path/to/lookout picks the binary (default: target/debug/lookout, built first);
+# BENCH_ARGS adds arguments to every run (e.g. "--threads 2", "--model FILE").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -21,7 +22,8 @@ if [[ -z "${LOOKOUT:-}" ]]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-common=(--realtime --seconds "$seconds" --schedule adaptive --json)
+read -r -a extra <<< "${BENCH_ARGS:-}"
+common=(--realtime --seconds "$seconds" --schedule adaptive --json "${extra[@]}")
 for i in $(seq "$rounds"); do
   together=()
   for n in "${names[@]}"; do
