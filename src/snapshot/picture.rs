@@ -1,9 +1,8 @@
 //! One snapshot picture: the region around the object, its box drawn, scaled to the
 //! configured height, JPEG. Pure: RGB in, bytes out.
 
-use image::codecs::jpeg::JpegEncoder;
 use image::imageops::FilterType;
-use image::{ExtendedColorType, RgbImage};
+use image::RgbImage;
 
 use crate::geom::BBox;
 
@@ -87,14 +86,16 @@ pub fn render(rgb: &[u8], w: u32, h: u32, b: &BBox, style: &Style) -> Result<Vec
             t,
         );
     }
-    let mut out = Vec::with_capacity(32 * 1024);
-    JpegEncoder::new_with_quality(&mut out, style.quality.clamp(1, 100))
-        .encode(
-            pic.as_raw(),
+    let (Ok(pw), Ok(ph)) = (u16::try_from(pic.width()), u16::try_from(pic.height())) else {
+        return Err(format!(
+            "a {}x{} picture is larger than JPEG allows",
             pic.width(),
-            pic.height(),
-            ExtendedColorType::Rgb8,
-        )
+            pic.height()
+        ));
+    };
+    let mut out = Vec::with_capacity(32 * 1024);
+    jpeg_encoder::Encoder::new(&mut out, style.quality.clamp(1, 100))
+        .encode(pic.as_raw(), pw, ph, jpeg_encoder::ColorType::Rgb)
         .map_err(|e| format!("JPEG encoding: {e}"))?;
     Ok(out)
 }
