@@ -722,7 +722,7 @@ fn a_broker_that_stops_reading_fills_the_socket_and_the_queue_but_never_the_fram
     // the socket, the connection's own queue (64) and lookout's (16) fill within the hold; a
     // keepalive long enough that the connection stays up while held.
     let cfg = format!(
-        "[source]\nloop = true\n[pipeline]\nstats_interval = 0.5\npin_threads = false\n[mqtt]\nhost = \"127.0.0.1\"\nport = {}\nclient_id = \"lookout-t6\"\ncamera = \"yard\"\nqueue = 16\nkeepalive = 120\n[snapshots]\ncrop = false\nheight = 2160\nquality = 100\n",
+        "[source]\nloop = true\n[pipeline]\nstats_interval = 0.5\npin_threads = false\n[mqtt]\nhost = \"127.0.0.1\"\nport = {}\nclient_id = \"lookout-t6\"\ncamera = \"yard\"\nqueue = 16\nkeepalive = 120\n[snapshots]\ncrop = false\nheight = 2160\nquality = 95\n",
         relay.port
     );
     let (mut child, log) = lookout(dir.path(), &cfg);

@@ -29,6 +29,19 @@ use crate::notify::Counters;
 
 /// The largest message (a snapshot JPEG is the largest lookout sends).
 pub const MAX_PACKET: usize = 1 << 20;
+/// Room for a PUBLISH packet's own bytes beside its topic and payload (fixed header,
+/// topic length, packet id).
+const PACKET_OVERHEAD: usize = 16;
+
+/// Whether a message of `topic` and `payload` fits in one packet of at most [`MAX_PACKET`]
+/// bytes. One that does not is never handed to the connection, which would drop the
+/// connection for it (and again after every reconnect for a retained one).
+fn fits(topic: &str, payload: &[u8]) -> bool {
+    topic.len() + payload.len() + PACKET_OVERHEAD <= MAX_PACKET
+}
+
+/// Why a message too large for a packet was dropped.
+const TOO_LARGE: &str = "larger than the 1 MiB an MQTT message may be here (a snapshot: lower [snapshots] height or quality)";
 /// The queue's bound in bytes, whatever its bound in messages.
 const MAX_QUEUED_BYTES: usize = 16 << 20;
 /// Messages the connection (rumqttc's event loop) takes ahead of the socket. When a broker
@@ -153,6 +166,10 @@ impl Link {
     /// Queues a message that is not retained (an event, stats): dropped and counted while
     /// the broker is away.
     pub fn send(&self, m: Message) {
+        if !fits(&m.topic, &m.payload) {
+            self.dropped(1, TOO_LARGE);
+            return;
+        }
         let g = self.lock();
         if !g.connected || g.stop {
             drop(g);
@@ -165,6 +182,12 @@ impl Link {
     /// Sets a retained topic: kept, and published now if connected, again after every
     /// reconnect. An empty payload removes the topic from the broker (and from the state).
     pub fn set_state(&self, topic: &str, payload: Vec<u8>, qos: QoS) {
+        if !fits(topic, &payload) {
+            // The topic keeps what it had: a retained message the connection cannot carry
+            // would be sent again after every reconnect.
+            self.dropped(1, TOO_LARGE);
+            return;
+        }
         let mut g = self.lock();
         if payload.is_empty() {
             g.state.remove(topic);
@@ -468,5 +491,19 @@ fn describe(e: &ConnectionError) -> String {
         ConnectionError::Tls(t) => format!("TLS: {t} (mqtt.ca_file, mqtt.client_cert, mqtt.client_key)"),
         ConnectionError::Io(io) => format!("cannot reach the broker: {io}"),
         other => format!("connection lost: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_fits_up_to_the_packet_size_with_its_topic_and_headers() {
+        let topic = "lookout/yard/person/snapshot";
+        let room = MAX_PACKET - PACKET_OVERHEAD - topic.len();
+        assert!(fits(topic, &vec![0; room]));
+        assert!(!fits(topic, &vec![0; room + 1]));
+        assert!(fits(topic, b""));
     }
 }
