@@ -1,9 +1,12 @@
 //! The seam between the pipeline and what lookout tells beyond the journal and the tracks
 //! file (MQTT, Home Assistant, snapshots, metrics): an [`Outlet`] the tracker thread hands
 //! what happened, never waiting on it. An outlet that has work to do (a network, an encoder)
-//! queues it for a thread of its own and returns at once.
+//! queues it for a thread of its own and returns at once. The other way, [`DetectSwitches`]
+//! carry what an operator asks of a running camera (MQTT `<prefix>/<camera>/detect/set`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::events::{Event, EventRecord};
 use crate::frame::Frame;
@@ -94,4 +97,54 @@ pub struct Counters {
     pub snapshots: std::sync::atomic::AtomicU64,
     /// Snapshots that could not be made (encoding, disk) or were dropped (queue full).
     pub snapshots_failed: std::sync::atomic::AtomicU64,
+}
+
+/// Whether each camera runs its detector: on at start, switched by an operator (MQTT
+/// `<prefix>/<camera>/detect/set`) while lookout runs, kept across reloads, not across
+/// restarts. The tracker thread reads its camera's switch on every frame (one atomic load);
+/// while it is off the camera's tracks end, no detection is asked for, and frames still flow
+/// (stats, watchdog).
+#[derive(Debug, Default)]
+pub struct DetectSwitches {
+    map: Mutex<HashMap<String, Arc<AtomicBool>>>,
+}
+
+impl DetectSwitches {
+    /// `camera`'s switch (made on the first call, on).
+    pub fn of(&self, camera: &str) -> Arc<AtomicBool> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(camera.to_string())
+            .or_insert_with(|| Arc::new(AtomicBool::new(true)))
+            .clone()
+    }
+
+    /// Whether `camera` detects now.
+    pub fn is_on(&self, camera: &str) -> bool {
+        self.of(camera).load(Ordering::Relaxed)
+    }
+
+    /// Switches `camera`'s detection; true when that changed it.
+    pub fn set(&self, camera: &str, on: bool) -> bool {
+        self.of(camera).swap(on, Ordering::Relaxed) != on
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_camera_detects_until_switched_off_and_each_camera_has_its_own_switch() {
+        let s = DetectSwitches::default();
+        let yard = s.of("yard");
+        assert!(s.is_on("yard") && yard.load(Ordering::Relaxed));
+        assert!(s.set("yard", false), "a change");
+        assert!(!s.set("yard", false), "no change");
+        assert!(
+            !yard.load(Ordering::Relaxed),
+            "the tracker's handle sees it"
+        );
+        assert!(s.is_on("door"));
+        assert!(s.set("yard", true) && yard.load(Ordering::Relaxed));
+    }
 }

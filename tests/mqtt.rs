@@ -916,3 +916,79 @@ fn topics(all: &[Got]) -> Vec<String> {
     t.dedup();
     t
 }
+
+#[test]
+fn detect_set_switches_a_cameras_detection_off_and_on_and_its_state_follows() {
+    if !have_mosquitto() {
+        return;
+    }
+    let broker = Broker::start();
+    let sub = Sub::new(broker.port);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, log) = lookout(dir.path(), &config(broker.port, "lookout-t9", true, ""));
+    let state = "lookout/yard/detect/state";
+    let set = "lookout/yard/detect/set";
+    let switch = "homeassistant/switch/lookout-t9/yard_detect/config";
+    let cfg = sub.wait_for(switch, Duration::from_secs(120), |g| !g.payload.is_empty());
+    assert_eq!(cfg.json()["command_topic"], set);
+    assert_eq!(cfg.json()["state_topic"], state);
+    sub.wait_for(state, Duration::from_secs(5), |g| g.text() == "ON");
+    let detecting = |g: &Got| g.json()["detect_fps"].as_f64().is_some_and(|f| f > 0.0);
+    sub.wait_for("lookout/stats", Duration::from_secs(120), detecting);
+
+    // OFF: the state follows, the camera's events end and its detector stops; frames flow.
+    sub.clear();
+    sub.client
+        .publish(set, QoS::AtLeastOnce, false, "OFF")
+        .unwrap();
+    sub.wait_for(state, Duration::from_secs(5), |g| g.text() == "OFF");
+    wait_log(
+        &log,
+        "detection for camera \"yard\" switched off",
+        Duration::from_secs(5),
+    );
+    let idle = |g: &Got| {
+        let j = g.json();
+        j["detect_fps"].as_f64() == Some(0.0) && j["fps"].as_f64().is_some_and(|f| f > 0.0)
+    };
+    // The window under way when it was switched may still hold detections; a later one not.
+    sub.wait_for("lookout/stats", Duration::from_secs(10), idle);
+    let late = Sub::new(broker.port);
+    late.wait_for(state, Duration::from_secs(5), |g| {
+        g.retain && g.text() == "OFF"
+    });
+    late.wait_for("lookout/yard/all", Duration::from_secs(5), |g| {
+        g.retain && g.text() == "0"
+    });
+    let events: Vec<serde_json::Value> = sub.on("lookout/events").iter().map(Got::json).collect();
+    assert!(
+        events.iter().all(|e| e["type"] != "new"),
+        "no event starts while detection is off: {events:?}"
+    );
+
+    // Neither another camera's name nor another word switches anything.
+    sub.clear();
+    sub.client
+        .publish("lookout/porch/detect/set", QoS::AtLeastOnce, false, "ON")
+        .unwrap();
+    sub.client
+        .publish(set, QoS::AtLeastOnce, false, "maybe")
+        .unwrap();
+    wait_log(
+        &log,
+        "lookout/porch/detect/set names no camera",
+        Duration::from_secs(5),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(sub.on(state).is_empty(), "{:?}", topics(&sub.all()));
+
+    // ON: detection comes back.
+    sub.client
+        .publish(set, QoS::AtLeastOnce, false, "on")
+        .unwrap();
+    sub.wait_for(state, Duration::from_secs(5), |g| g.text() == "ON");
+    sub.wait_for("lookout/stats", Duration::from_secs(30), detecting);
+    signal(&child, "TERM");
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{}", log_of(&log));
+}

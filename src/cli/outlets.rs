@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::mqtt::{self, Announce, Mqtt};
-use crate::notify::{Counters, Outlet, Outlets};
+use crate::notify::{Counters, DetectSwitches, Outlet, Outlets};
 use crate::snapshot::Snapshots;
 
 /// The running outlets.
@@ -17,6 +17,7 @@ pub struct Running {
     mqtt: Option<Arc<Mqtt>>,
     snapshots: Option<Arc<Snapshots>>,
     metrics: Option<Arc<Metrics>>,
+    switches: Arc<DetectSwitches>,
 }
 
 fn announce(cfg: &Config) -> Announce {
@@ -45,6 +46,7 @@ impl Running {
             mqtt: None,
             snapshots: None,
             metrics: None,
+            switches: Arc::new(DetectSwitches::default()),
         };
         r.start_mqtt(cfg, config_file)?;
         r.start_snapshots(cfg)?;
@@ -58,7 +60,7 @@ impl Running {
         }
         warn_password(cfg, config_file);
         let a = announce(cfg);
-        let m = Mqtt::start(&cfg.mqtt, &a, self.counters.clone())?;
+        let m = Mqtt::start(&cfg.mqtt, &a, self.counters.clone(), self.switches.clone())?;
         let names: Vec<String> = a.cameras.iter().map(|(c, _)| format!("{c:?}")).collect();
         log::info!(
             LOOKOUT_EVENT = "mqtt";
@@ -96,6 +98,11 @@ impl Running {
             v.push(m.clone());
         }
         Outlets(v)
+    }
+
+    /// Each camera's detection switch (MQTT `detect/set`), kept across reloads.
+    pub fn switches(&self) -> Arc<DetectSwitches> {
+        self.switches.clone()
     }
 
     /// What the outlets did (shared with metrics).

@@ -84,6 +84,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         reload: signals.reload.clone(),
         notifier: Some(notifier.clone()),
         outlets: running.outlets(),
+        switches: running.switches(),
         ..RunOptions::default()
     };
     // Only the last run's summaries are kept (a daemon reloaded every minute for months must

@@ -1,7 +1,7 @@
 //! Home Assistant MQTT discovery: retained `<discovery_prefix>/<component>/<node>/<object>/config`
 //! messages that make lookout's entities appear with no YAML. One device per lookout
 //! instance; per camera and label an occupancy `binary_sensor`, a count `sensor` and (with
-//! snapshots) an `image`; diagnostic sensors from the stats message: per camera its frame
+//! snapshots) an `image`; per camera a `switch` for its detection; diagnostic sensors from the stats message: per camera its frame
 //! rates, frame age and dropped frames (from the message's `cameras` object), once for the
 //! device the model time, MQTT drops and CPU temperature. Every entity is unavailable while
 //! lookout is (`<prefix>/available`).
@@ -149,6 +149,19 @@ pub fn messages(d: &DiscoveryInput) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for (camera, labels) in &d.cameras {
         out.extend(label_entities(d, camera, labels, &entity));
+        let topics = Topics::new(d.topics.prefix(), camera);
+        out.push(entity(
+            "switch",
+            format!("{camera}_detect"),
+            json!({
+                "name": format!("{camera} detection"),
+                "command_topic": topics.detect_set(),
+                "state_topic": topics.detect_state(),
+                "payload_on": "ON",
+                "payload_off": "OFF",
+                "icon": "mdi:cctv",
+            }),
+        ));
         // Every camera's latest window is in each stats message; a camera that has not
         // reported yet reads as unknown.
         for (suffix, name, field, unit) in CAMERA_DIAGNOSTICS {
@@ -212,9 +225,21 @@ mod tests {
         assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/model_ms/config"));
         assert!(!topics.iter().any(|t| t.contains("all_snapshot")));
         assert!(!topics.iter().any(|t| t.contains("cpu_temperature")));
-        // 3 labels (all included) × occupancy + count, 2 snapshots, 4 camera and 2 device
-        // diagnostics.
-        assert_eq!(m.len(), 3 * 2 + 2 + 4 + 2);
+        let switch = &m
+            .iter()
+            .find(|(t, _)| t == "homeassistant/switch/lookout-pi_local/front_detect/config")
+            .expect("the detection switch")
+            .1;
+        let switch: Value = serde_json::from_slice(switch).unwrap();
+        assert_eq!(switch["command_topic"], "lookout/front/detect/set");
+        assert_eq!(switch["state_topic"], "lookout/front/detect/state");
+        assert_eq!(
+            (&switch["payload_on"], &switch["payload_off"]),
+            (&json!("ON"), &json!("OFF"))
+        );
+        // 3 labels (all included) × occupancy + count, 2 snapshots, the switch, 4 camera and
+        // 2 device diagnostics.
+        assert_eq!(m.len(), 3 * 2 + 2 + 1 + 4 + 2);
     }
 
     #[test]
@@ -226,9 +251,9 @@ mod tests {
         assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/yard_dog_count/config"));
         assert!(topics.contains(&"homeassistant/sensor/lookout-pi_local/yard_fps/config"));
         assert!(!topics.iter().any(|t| t.contains("yard_person")));
-        // front: 14 as above less the 2 device ones; yard: 2 labels × 2, 1 snapshot, 4
-        // diagnostics; the device: 2.
-        assert_eq!(m.len(), 12 + (2 * 2 + 1 + 4) + 2);
+        // front: 15 as above less the 2 device ones; yard: 2 labels × 2, 1 snapshot, the
+        // switch, 4 diagnostics; the device: 2.
+        assert_eq!(m.len(), 13 + (2 * 2 + 1 + 1 + 4) + 2);
         let fps: Value =
             serde_json::from_slice(&m.iter().find(|(t, _)| t.contains("/yard_fps/")).unwrap().1)
                 .unwrap();

@@ -3,7 +3,8 @@
 //!
 //! - `lookout-mqtt` drives the client's event loop: connects, reconnects with back-off
 //!   (1 s doubling to 4 s: a broker back is used within 5 s), tells the sender when a connection is up (everything retained is
-//!   published again) and when Home Assistant announces itself (discovery is sent again).
+//!   published again) and when Home Assistant announces itself (discovery is sent again),
+//!   and hands a camera's detection switch (`<prefix>/<camera>/detect/set`) to its handler.
 //! - `lookout-mqtt-send` takes messages off the queue and hands them to the connection.
 //!
 //! Retained messages (availability, discovery, counts, snapshots) are *state*: the latest
@@ -23,7 +24,7 @@ use rumqttc::{
     QoS, RecvTimeoutError,
 };
 
-use super::incoming::{self, Incoming};
+use super::incoming::{self, Incoming, Routes};
 use crate::logging::RateLimit;
 use crate::notify::Counters;
 
@@ -78,8 +79,9 @@ pub struct LinkOptions {
     pub mqtt: MqttOptions,
     /// Messages queued at most.
     pub queue: usize,
-    /// Home Assistant's status topic (`<discovery_prefix>/status`), if discovery is on.
-    pub birth_topic: Option<String>,
+    /// What is read from the broker: Home Assistant's status topic (if discovery is on) and
+    /// the cameras' detection switches.
+    pub routes: Routes,
     /// The availability topic and its `offline` payload, sent on a clean stop.
     pub offline: (String, Vec<u8>),
 }
@@ -109,6 +111,18 @@ pub struct Link {
     broker: String,
     client: Client,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    switches: Mutex<Switching>,
+}
+
+/// What receives a camera's detection switch: `(camera, on)`.
+pub type DetectHandler = Box<dyn Fn(&str, bool) + Send + Sync>;
+
+/// The detection-switch handler, and the switches that came before it was set (a retained
+/// `detect/set` arrives at once on connecting).
+#[derive(Default)]
+struct Switching {
+    handler: Option<DetectHandler>,
+    early: Vec<(String, bool)>,
 }
 
 impl Link {
@@ -125,12 +139,13 @@ impl Link {
             broker: opts.broker.clone(),
             client,
             threads: Mutex::new(Vec::new()),
+            switches: Mutex::new(Switching::default()),
         });
         let l = link.clone();
-        let birth = opts.birth_topic.clone();
+        let routes = opts.routes.clone();
         let conn = std::thread::Builder::new()
             .name("lookout-mqtt".into())
-            .spawn(move || l.drive(connection, birth))
+            .spawn(move || l.drive(connection, routes))
             .map_err(|e| format!("cannot start lookout-mqtt: {e}"))?;
         let l = link.clone();
         let offline = opts.offline.clone();
@@ -152,6 +167,30 @@ impl Link {
             .wait_timeout(g, d)
             .map(|(g, _)| g)
             .unwrap_or_else(|p| p.into_inner().0)
+    }
+
+    /// Sets what receives the cameras' detection switches, and gives it those that came
+    /// before.
+    pub fn on_detect(&self, handler: DetectHandler) {
+        let mut g = self.switches.lock().unwrap_or_else(|p| p.into_inner());
+        for (camera, on) in std::mem::take(&mut g.early) {
+            handler(&camera, on);
+        }
+        g.handler = Some(handler);
+    }
+
+    /// A camera's detection switch came.
+    fn switch(&self, camera: String, on: bool) {
+        let mut g = self.switches.lock().unwrap_or_else(|p| p.into_inner());
+        match &g.handler {
+            Some(h) => h(&camera, on),
+            // Bounded: one entry per camera, the latest.
+            None if g.early.len() < 64 => {
+                g.early.retain(|(c, _)| *c != camera);
+                g.early.push((camera, on));
+            }
+            None => {}
+        }
     }
 
     fn lock_threads(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
@@ -398,7 +437,7 @@ impl Link {
     }
 
     /// The connection thread (see the module documentation).
-    fn drive(&self, mut connection: Connection, birth: Option<String>) {
+    fn drive(&self, mut connection: Connection, routes: Routes) {
         let mut backoff = BACKOFF_FIRST;
         let mut last_error = String::new();
         loop {
@@ -413,19 +452,19 @@ impl Link {
                         log::info!(LOOKOUT_EVENT = "mqtt_connected"; "MQTT {}: connected", self.broker);
                         last_error.clear();
                         backoff = BACKOFF_FIRST;
-                        if let Some(t) = &birth {
-                            let _ = self.client.try_subscribe(t.clone(), QoS::AtMostOnce);
+                        for t in routes.filters() {
+                            let _ = self.client.try_subscribe(t, QoS::AtMostOnce);
                         }
                         self.set_connected(true);
                     }
                 }
                 Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
-                    if birth.as_deref() == Some(p.topic.as_str())
-                        && incoming::parse(&p.topic, &p.payload) == Incoming::HomeAssistantOnline
-                    {
+                    match incoming::parse(&routes, &p.topic, &p.payload) {
                         // Home Assistant's advice: a random delay, so that not every device
                         // answers its birth at once.
-                        self.replay_after(incoming::jitter());
+                        Incoming::HomeAssistantOnline => self.replay_after(incoming::jitter()),
+                        Incoming::Detect { camera, on } => self.switch(camera, on),
+                        Incoming::Ignored => {}
                     }
                 }
                 Ok(Ok(Event::Outgoing(Outgoing::Disconnect))) => {

@@ -1,7 +1,8 @@
 //! MQTT: events, counts, snapshots and stats for Home Assistant, Node-RED and anything that
 //! speaks Frigate's topics, plus Home Assistant discovery. See `payload` for the topics and
 //! bodies, `discovery` for the entities, `link` for the connection (a bounded queue and two
-//! threads: the tracker never waits for the network).
+//! threads: the tracker never waits for the network), `incoming` for what is read (Home
+//! Assistant's birth, each camera's detection switch).
 
 pub mod config;
 pub mod discovery;
@@ -21,10 +22,12 @@ pub use config::{MqttConfig, MqttConfigError};
 
 use crate::events::{EventRecord, EventsConfig, DEFAULT_LABELS};
 use crate::geom::BBox;
-use crate::notify::{Counters, Outlet};
+use crate::logging::RateLimit;
+use crate::notify::{Counters, DetectSwitches, Outlet};
 use crate::stats::{Report, Window};
 use crate::vocab::labels;
 use discovery::DiscoveryInput;
+use incoming::Routes;
 use link::{Link, LinkOptions, Message};
 use payload::{EventContext, EventKind, StatsContext, Topics};
 
@@ -34,6 +37,15 @@ fn wall_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// A switch's payload: `ON` / `OFF`.
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "ON"
+    } else {
+        "OFF"
+    }
 }
 
 fn qos(n: u8) -> QoS {
@@ -99,6 +111,12 @@ pub struct Mqtt {
     live: Mutex<Live>,
     /// The discovery topics announced now.
     announced: Mutex<Vec<String>>,
+    /// The cameras announced now (the only ones a `detect/set` may switch).
+    cameras: Mutex<Vec<String>>,
+    /// Each camera's detection switch, shared with the pipeline.
+    switches: Arc<DetectSwitches>,
+    /// Switches naming no camera: one warning a minute at most.
+    unknown: Mutex<RateLimit>,
 }
 
 /// What discovery and counts depend on beyond `[mqtt]`.
@@ -112,11 +130,13 @@ pub struct Announce {
 
 impl Mqtt {
     /// Connects in the background (a missing broker is retried, never fatal), announces
-    /// `online`, the Home Assistant entities and zero counts.
+    /// `online`, the Home Assistant entities, zero counts and each camera's detection state,
+    /// and from then on switches `switches` on the cameras' `detect/set` messages.
     pub fn start(
         cfg: &MqttConfig,
         announce: &Announce,
         counters: Arc<Counters>,
+        switches: Arc<DetectSwitches>,
     ) -> Result<Arc<Mqtt>, String> {
         let topics = Topics::new(&cfg.topic_prefix, &cfg.camera);
         let client_id = cfg.client_id();
@@ -147,9 +167,12 @@ impl Mqtt {
                 broker,
                 mqtt: o,
                 queue: cfg.queue,
-                birth_topic: cfg
-                    .discovery
-                    .then(|| format!("{}/status", cfg.discovery_prefix)),
+                routes: Routes {
+                    birth: cfg
+                        .discovery
+                        .then(|| format!("{}/status", cfg.discovery_prefix)),
+                    prefix: cfg.topic_prefix.clone(),
+                },
                 offline: (topics.available(), payload::OFFLINE.as_bytes().to_vec()),
             },
             counters.clone(),
@@ -163,6 +186,9 @@ impl Mqtt {
             counters,
             live: Mutex::new(Live::default()),
             announced: Mutex::new(Vec::new()),
+            cameras: Mutex::new(Vec::new()),
+            switches,
+            unknown: Mutex::new(RateLimit::per_minute()),
         });
         m.link.set_state(
             &m.topics.available(),
@@ -170,7 +196,55 @@ impl Mqtt {
             QoS::AtLeastOnce,
         );
         m.announce(announce);
+        let weak = Arc::downgrade(&m);
+        m.link.on_detect(Box::new(move |camera, on| {
+            if let Some(m) = weak.upgrade() {
+                m.switch_detection(camera, on);
+            }
+        }));
         Ok(m)
+    }
+
+    /// `<prefix>/<camera>/detect/set` said `ON` or `OFF`: a camera of the configuration is
+    /// switched and its `detect/state` follows; any other name is ignored with a warning.
+    fn switch_detection(&self, camera: &str, on: bool) {
+        let known = self
+            .cameras
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|c| c == camera);
+        let topics = self.topics_of(camera);
+        if !known {
+            let mut rl = self.unknown.lock().unwrap_or_else(|p| p.into_inner());
+            if rl.hit(crate::frame::monotonic_now()).is_some() {
+                log::warn!(
+                    LOOKOUT_EVENT = "mqtt_command";
+                    "MQTT: {} names no camera of this configuration; ignored",
+                    topics.detect_set()
+                );
+            }
+            return;
+        }
+        if self.switches.set(camera, on) {
+            log::info!(
+                LOOKOUT_EVENT = "mqtt_command", CAMERA = camera;
+                "MQTT: {} {}: detection for camera {camera:?} switched {}",
+                topics.detect_set(),
+                on_off(on),
+                if on { "on" } else { "off" }
+            );
+        }
+        self.put_detect_state(camera);
+    }
+
+    /// `camera`'s detection state, retained.
+    fn put_detect_state(&self, camera: &str) {
+        self.link.set_state(
+            &self.topics_of(camera).detect_state(),
+            on_off(self.switches.is_on(camera)).as_bytes().to_vec(),
+            self.qos,
+        );
     }
 
     /// The `[mqtt]` settings this client runs with.
@@ -213,8 +287,11 @@ impl Mqtt {
         }
         *announced = new;
         drop(announced);
+        *self.cameras.lock().unwrap_or_else(|p| p.into_inner()) =
+            a.cameras.iter().map(|(c, _)| c.clone()).collect();
         let live = self.live();
         for (camera, labels) in &a.cameras {
+            self.put_detect_state(camera);
             let topics = self.topics_of(camera);
             for label in labels {
                 self.put_count(&topics.count(label), live.count(camera, label));

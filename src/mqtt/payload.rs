@@ -71,6 +71,16 @@ impl Topics {
         format!("{}/{}/{label}/snapshot", self.prefix, self.camera)
     }
 
+    /// `<prefix>/<camera>/detect/set`: read, `ON` / `OFF` switches the camera's detection.
+    pub fn detect_set(&self) -> String {
+        format!("{}/{}/detect/set", self.prefix, self.camera)
+    }
+
+    /// `<prefix>/<camera>/detect/state`: `ON` / `OFF`, whether the camera detects, retained.
+    pub fn detect_state(&self) -> String {
+        format!("{}/{}/detect/state", self.prefix, self.camera)
+    }
+
     /// `<prefix>/stats`: the stats window's figures, not retained.
     pub fn stats(&self) -> String {
         format!("{}/stats", self.prefix)

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::notify::Outlets;
+use crate::notify::{DetectSwitches, Outlets};
 use crate::service::Notifier;
 use crate::source::Pacing;
 
@@ -44,6 +44,9 @@ pub struct RunOptions {
     pub notifier: Option<Arc<Notifier>>,
     /// What else hears of events, detections and stats (MQTT, snapshots, metrics).
     pub outlets: Outlets,
+    /// Each camera's detection on or off (MQTT `<prefix>/<camera>/detect/set`); all on by
+    /// default.
+    pub switches: Arc<DetectSwitches>,
 }
 
 impl Default for RunOptions {
@@ -60,6 +63,7 @@ impl Default for RunOptions {
             reload: Arc::new(AtomicBool::new(false)),
             notifier: None,
             outlets: Outlets::default(),
+            switches: Arc::new(DetectSwitches::default()),
         }
     }
 }

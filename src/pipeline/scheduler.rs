@@ -33,7 +33,7 @@
 //! Time comes from a [`Clock`]: the monotonic clock frames are stamped with in a run, a fake
 //! one in tests.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -177,6 +177,10 @@ pub(super) struct Scheduler<'a> {
     /// The frame of the latest detection round and its reported detections, for the
     /// outlets (only kept when there are any).
     detected: Option<(Arc<Frame>, Vec<Detection>)>,
+    /// This camera's detection switch (`RunOptions::switches`), and whether it was on at the
+    /// last frame.
+    switch: Arc<AtomicBool>,
+    detecting: bool,
 }
 
 impl<'a> Scheduler<'a> {
@@ -195,11 +199,13 @@ impl<'a> Scheduler<'a> {
             pl.detect_every,
             Duration::from_secs_f64(pl.idle_detect_interval),
         );
+        let camera = cfg.mqtt.camera.clone();
+        let switch = opts.switches.of(&camera);
         Scheduler {
             interval: Duration::from_secs_f64(cfg.pipeline.stats_interval),
             lockstep: opts.schedule == Schedule::Lockstep,
             track_width: cfg.pipeline.track_width,
-            camera: cfg.mqtt.camera.clone(),
+            camera,
             opts,
             tracker,
             writer: None,
@@ -226,6 +232,8 @@ impl<'a> Scheduler<'a> {
             frame_errors: RateLimit::per_minute(),
             detect_errors: RateLimit::per_minute(),
             detected: None,
+            switch,
+            detecting: true,
         }
     }
 
@@ -329,6 +337,8 @@ impl<'a> Scheduler<'a> {
                 self.waiting_for = None;
             }
             match r.dets {
+                // A round asked for before detection was switched off starts nothing.
+                Ok(_) if !self.detecting => {}
                 Ok(round) => {
                     let outcome = self.tracker.apply_detection_round(r.seq, &round);
                     self.planner.applied(outcome.started);
@@ -351,9 +361,13 @@ impl<'a> Scheduler<'a> {
         if let Some((seq, captured_at)) = self.pending.take() {
             self.publish(seq, captured_at);
         }
+        let detecting = self.follow_switch();
         self.step_tracker(&frame);
         self.frame_size = (frame.width, frame.height);
         self.pending = Some((frame.seq, frame.captured_at));
+        if !detecting {
+            return;
+        }
         let Some(cause) = self
             .planner
             .decide(&self.gray, &*self.tracker, frame.captured_at)
@@ -376,6 +390,27 @@ impl<'a> Scheduler<'a> {
         } else {
             self.window.detect_skipped += 1;
         }
+    }
+
+    /// Reads this camera's detection switch: switched off, every track ends (its event with
+    /// it) and no detection is asked for until it is switched on again. True while on.
+    fn follow_switch(&mut self) -> bool {
+        let on = self.switch.load(Ordering::Relaxed);
+        if on != self.detecting {
+            self.detecting = on;
+            if !on {
+                self.tracker.reset();
+            }
+            if self.opts.log_events {
+                log::info!(
+                    LOOKOUT_EVENT = "detect_switch", CAMERA = self.camera.as_str();
+                    "camera {:?}: detection switched {}",
+                    self.camera,
+                    if on { "on" } else { "off: its tracks and events end" }
+                );
+            }
+        }
+        on
     }
 
     /// Gray plane + tracker step, timed; the frame's age; signs of life.
@@ -1056,6 +1091,53 @@ mod tests {
             (out.tracks_started, out.tracks_ended, out.tracks_now),
             (1, 1, 0)
         );
+    }
+
+    #[test]
+    fn a_camera_switched_off_ends_its_tracks_and_asks_for_nothing_until_switched_on() {
+        let (c, opts, clock, mut hub) = (
+            cfg(1),
+            RunOptions::default(),
+            FakeClock::at(5),
+            Shared::default(),
+        );
+        let switch = opts.switches.of(&c.mqtt.camera);
+        let mut t = tracker();
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
+        deliver(&mut s, &mut hub, &clock, 0);
+        answer(&mut hub, Ok(vec![det(0)]));
+        deliver(&mut s, &mut hub, &clock, 1);
+        assert_eq!(s.tracker.tracks().count(), 1);
+        assert!(hub.job.is_some(), "frame 1 is asked for");
+        answer(&mut hub, Ok(vec![det(0)]));
+
+        switch.store(false, Ordering::Relaxed);
+        for seq in 2..6 {
+            deliver(&mut s, &mut hub, &clock, seq);
+            assert!(hub.job.is_none(), "frame {seq}: no detection asked for");
+            assert_eq!(
+                s.tracker.tracks().count(),
+                0,
+                "frame {seq}: the track ended"
+            );
+        }
+        // A round asked for before the switch and answered after it starts nothing.
+        hub.job = Some(frame(5, clock.now()));
+        answer(&mut hub, Ok(vec![det(0)]));
+        deliver(&mut s, &mut hub, &clock, 6);
+        assert_eq!(s.tracker.tracks().count(), 0);
+
+        switch.store(true, Ordering::Relaxed);
+        deliver(&mut s, &mut hub, &clock, 7);
+        assert!(
+            hub.job.is_some(),
+            "switched on: detection is asked for again"
+        );
+        answer(&mut hub, Ok(vec![det(0)]));
+        deliver(&mut s, &mut hub, &clock, 8);
+        assert_eq!(s.tracker.tracks().count(), 1);
+        let out = s.finish(EndReason::EndOfSource);
+        assert_eq!((out.tracks_started, out.tracks_ended), (2, 1));
     }
 
     #[test]
