@@ -201,6 +201,13 @@ impl<'a> Scheduler<'a> {
         );
         let camera = cfg.mqtt.camera.clone();
         let switch = opts.switches.of(&camera);
+        if !switch.load(Ordering::Relaxed) && opts.log_events {
+            // A reload keeps a camera switched off.
+            log::info!(
+                LOOKOUT_EVENT = "detect_switch", CAMERA = camera.as_str();
+                "camera {camera:?}: detection is switched off (MQTT detect/set)"
+            );
+        }
         Scheduler {
             interval: Duration::from_secs_f64(cfg.pipeline.stats_interval),
             lockstep: opts.schedule == Schedule::Lockstep,
@@ -232,8 +239,8 @@ impl<'a> Scheduler<'a> {
             frame_errors: RateLimit::per_minute(),
             detect_errors: RateLimit::per_minute(),
             detected: None,
+            detecting: switch.load(Ordering::Relaxed),
             switch,
-            detecting: true,
         }
     }
 
@@ -1138,6 +1145,26 @@ mod tests {
         assert_eq!(s.tracker.tracks().count(), 1);
         let out = s.finish(EndReason::EndOfSource);
         assert_eq!((out.tracks_started, out.tracks_ended), (2, 1));
+    }
+
+    #[test]
+    fn a_run_started_with_the_camera_switched_off_asks_for_nothing() {
+        let (c, opts, clock, mut hub) = (
+            cfg(1),
+            RunOptions::default(),
+            FakeClock::at(5),
+            Shared::default(),
+        );
+        opts.switches.set(&c.mqtt.camera, false);
+        let mut t = tracker();
+        let mut s = Scheduler::new(&c, &opts, &mut t, &clock);
+        for seq in 0..3 {
+            deliver(&mut s, &mut hub, &clock, seq);
+            assert!(hub.job.is_none(), "frame {seq}");
+        }
+        opts.switches.set(&c.mqtt.camera, true);
+        deliver(&mut s, &mut hub, &clock, 3);
+        assert!(hub.job.is_some());
     }
 
     #[test]
