@@ -92,11 +92,6 @@ const THREAD_RULES: &[Rule] = &[
         allowed: &["src/pipeline/"],
     },
     Rule {
-        what: "a thread's priority is changed only by the snapshot encoder (it gives way to the pipeline)",
-        needles: &["setpriority"],
-        allowed: &["src/snapshot/mod.rs"],
-    },
-    Rule {
         what: "the model's matmul pool is built only by the pipeline",
         needles: &["ThreadPoolBuilder"],
         allowed: &["src/pipeline/"],

@@ -100,23 +100,6 @@ pub struct Snapshots {
     queue: Arc<(Mutex<Queue>, Condvar)>,
 }
 
-/// How many nice steps below the pipeline's threads the encoder thread runs. When every core
-/// is busy with capture, tracking and detection, the encoder gives way: snapshots come later
-/// (or, when its queue fills, are dropped and counted), frames do not. With a core to spare —
-/// a camera's pace on a Pi — it runs at once as before.
-const ENCODER_NICE: i32 = 10;
-
-/// Lowers the calling thread's scheduling priority by [`ENCODER_NICE`]; its nice value after,
-/// or `None` where that is refused (a sandbox without `setpriority`: the encoder then keeps
-/// the pipeline's priority). On Linux the nice value belongs to a thread:
-/// `setpriority(PRIO_PROCESS, 0, n)` changes the calling thread only.
-fn give_way() -> Option<i32> {
-    let now = rustix::process::getpriority_process(None).ok()?;
-    let to = (now + ENCODER_NICE).min(19);
-    rustix::process::setpriority_process(None, to).ok()?;
-    Some(to)
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -178,9 +161,6 @@ impl Snapshots {
 
     /// The encoder thread.
     fn work(&self) {
-        if give_way().is_none() {
-            log::debug!("lookout-snapshot: cannot lower its priority; it runs at the pipeline's");
-        }
         let mut scratch = crate::preprocess::Scratch::default();
         let mut warn = RateLimit::per_minute();
         loop {
@@ -337,24 +317,6 @@ impl Outlet for Snapshots {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_encoder_thread_gives_way_and_only_it() {
-        let before = rustix::process::getpriority_process(None).unwrap();
-        let (inside, after) = std::thread::spawn(|| {
-            let got = give_way();
-            (got, rustix::process::getpriority_process(None).unwrap())
-        })
-        .join()
-        .unwrap();
-        assert_eq!(inside, Some((before + ENCODER_NICE).min(19)));
-        assert_eq!(after, (before + ENCODER_NICE).min(19));
-        assert_eq!(
-            rustix::process::getpriority_process(None).unwrap(),
-            before,
-            "the other threads keep theirs"
-        );
-    }
 
     #[test]
     fn an_uncut_box_beats_a_cut_one_then_score_or_area_decide() {
