@@ -947,6 +947,14 @@ fn detect_set_switches_a_cameras_detection_off_and_on_and_its_state_follows() {
         "detection for camera \"yard\" switched off",
         Duration::from_secs(5),
     );
+    // The tracker thread applies it on its next frame; an event may have started until then.
+    wait_log(
+        &log,
+        "camera \"yard\": detection switched off",
+        Duration::from_secs(5),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    sub.clear();
     let idle = |g: &Got| {
         let j = g.json();
         j["detect_fps"].as_f64() == Some(0.0) && j["fps"].as_f64().is_some_and(|f| f > 0.0)
