@@ -5,14 +5,16 @@
 //!
 //! One real object should be one event, even when the tracker splits it: when an event's track
 //! is lost (missed detections, a failed visual lock), the event waits `rejoin_seconds` for a
-//! new track of the same kind where the lost one was heading, and goes on with it under the
-//! same event id; a track that duplicates a live event's box does not start another. So an
-//! event's `TRACK_ID` may change during its life; its `EVENT_ID` does not.
+//! new track of the same kind where the lost one was heading and that looks like it (the
+//! brightness of its box, [`appearance`]), and goes on with it under the same event id; a
+//! track that duplicates a live event's box does not start another. So an event's `TRACK_ID`
+//! may change during its life; its `EVENT_ID` does not.
 //!
 //! [`Events`] is synchronous and thread-free, fed once per frame with the tracker's confirmed
 //! tracks and the tracks that ended ([`Events::update`]); what happened comes out of
 //! [`Events::drain`] as [`EventRecord`]s (start, update, end).
 
+pub mod appearance;
 pub mod config;
 pub mod polygon;
 
@@ -20,6 +22,9 @@ use std::time::Duration;
 
 pub use config::{EventsConfig, EventsConfigError, Rules, ZonesConfig, DEFAULT_LABELS};
 
+use appearance::Appearance;
+
+use crate::frame::GrayImage;
 use crate::geom::BBox;
 use crate::track::{EndReason, Track};
 use crate::vocab::labels;
@@ -39,6 +44,18 @@ const REJOIN_DISTANCE: f32 = 1.0;
 const REJOIN_HEIGHTS_PER_SECOND: f32 = 1.2;
 /// ... and whose height is within this factor of the lost box's.
 const REJOIN_SIZE_RATIO: f32 = 2.0;
+/// A new track whose look is less alike a lost event's than this is someone else.
+const REJOIN_MIN_LOOK: f32 = 0.65;
+/// A new track this alike a lost event's look may be found farther from where it was heading
+/// (`REJOIN_ALIKE_DISTANCE` instead of `REJOIN_DISTANCE`): people lost in a crowd come out of
+/// it off their line.
+const REJOIN_ALIKE_LOOK: f32 = 0.85;
+const REJOIN_ALIKE_DISTANCE: f32 = 2.5;
+/// Between two lost events within reach, the look counts as this many box sizes of distance.
+const REJOIN_LOOK_WEIGHT: f32 = 0.5;
+/// A box this much covered by another track's box shows that other object too: its look is
+/// not learnt.
+const LOOK_MAX_COVERED: f32 = 0.2;
 /// The lost track's velocity is followed for at most this many frames (beyond, it is a guess).
 const REJOIN_PREDICT_FRAMES: f32 = 10.0;
 
@@ -89,6 +106,8 @@ struct Candidate {
     scores: Vec<f32>,
     /// The event this track carries.
     event: Option<u64>,
+    /// What its object looks like (learnt on detections).
+    look: Option<Appearance>,
 }
 
 /// An event under way.
@@ -98,6 +117,8 @@ struct Live {
     started_at: Duration,
     /// Set while its track is lost: when, and the track's last velocity (px per frame).
     lost: Option<(Duration, (f32, f32))>,
+    /// What its object looks like (its tracks' looks).
+    look: Option<Appearance>,
 }
 
 /// The event rules at work. See the module documentation.
@@ -160,11 +181,29 @@ impl Events {
         tracks: &[Track],
         ended: &[Track],
     ) {
+        self.update_seen(seq, at, size, None, tracks, ended);
+    }
+
+    /// [`Events::update`] with the frame's gray plane, from which the look of each object a
+    /// detection has just placed is learnt (so that a lost event is continued only by a track
+    /// that looks like its object).
+    pub fn update_seen(
+        &mut self,
+        seq: u64,
+        at: Duration,
+        size: (u32, u32),
+        gray: Option<&GrayImage>,
+        tracks: &[Track],
+        ended: &[Track],
+    ) {
         for t in ended {
             self.track_ended(t, at);
         }
         for t in tracks {
-            self.observe(t, seq, at, size);
+            let look = gray
+                .filter(|_| t.detected && !covered(t, tracks))
+                .and_then(|g| Appearance::of(g, &t.bbox));
+            self.observe(t, seq, at, size, look);
         }
         self.expire(at);
     }
@@ -202,7 +241,14 @@ impl Events {
         }
     }
 
-    fn observe(&mut self, t: &Track, seq: u64, at: Duration, size: (u32, u32)) {
+    fn observe(
+        &mut self,
+        t: &Track,
+        seq: u64,
+        at: Duration,
+        size: (u32, u32),
+        look: Option<Appearance>,
+    ) {
         let ci = match self.candidates.iter().position(|c| c.track_id == t.id) {
             Some(i) => i,
             None => {
@@ -212,6 +258,7 @@ impl Events {
                     hits: 0,
                     scores: Vec::new(),
                     event: None,
+                    look: None,
                 });
                 self.candidates.len() - 1
             }
@@ -224,14 +271,21 @@ impl Events {
             }
             c.scores.push(t.score);
         }
+        if let Some(new) = &look {
+            match &mut c.look {
+                Some(l) => l.learn(new),
+                None => c.look = Some(new.clone()),
+            }
+        }
         let zones = zones_at(&self.rules, &t.bbox, size);
         if let Some(id) = c.event {
-            self.carry(id, t, seq, zones);
+            self.carry(id, t, seq, zones, look);
             return;
         }
-        if let Some(id) = self.rejoin(t, seq, at) {
+        let now = look.as_ref().or(self.candidates[ci].look.as_ref());
+        if let Some(id) = self.rejoin(t, now, seq, at) {
             self.candidates[ci].event = Some(id);
-            self.carry(id, t, seq, zones);
+            self.carry(id, t, seq, zones, look);
             return;
         }
         if self.qualifies(&self.candidates[ci], t, at, size, &zones) && !self.duplicate(t) {
@@ -260,16 +314,30 @@ impl Events {
                 event,
                 started_at: at,
                 lost: None,
+                look: self.candidates[ci].look.clone(),
             });
         }
     }
 
     /// The event goes on with track `t`: its box, best score, label and zones; an update when
     /// the label, the zones or the track changed.
-    fn carry(&mut self, id: u64, t: &Track, seq: u64, zones: Vec<String>) {
+    fn carry(
+        &mut self,
+        id: u64,
+        t: &Track,
+        seq: u64,
+        zones: Vec<String>,
+        look: Option<Appearance>,
+    ) {
         let Some(l) = self.live.iter_mut().find(|l| l.event.id == id) else {
             return;
         };
+        if let Some(new) = look {
+            match &mut l.look {
+                Some(m) => m.learn(&new),
+                None => l.look = Some(new),
+            }
+        }
         let e = &mut l.event;
         let changed = e.class_id != t.class_id || e.zones != zones || e.track_id != t.id;
         if t.score > e.score {
@@ -290,9 +358,11 @@ impl Events {
         }
     }
 
-    /// A lost event that new track `t` continues: same kind of object, about the same size,
-    /// near where the lost track was heading. The nearest one wins.
-    fn rejoin(&self, t: &Track, seq: u64, at: Duration) -> Option<u64> {
+    /// A lost event that new track `t` (look `look`, when known) continues: same kind of
+    /// object, about the same size, near where the lost track was heading, and — when both
+    /// looks are known — alike enough. A look very much alike reaches farther. The nearest
+    /// one wins, a more alike look counting as nearer.
+    fn rejoin(&self, t: &Track, look: Option<&Appearance>, seq: u64, at: Duration) -> Option<u64> {
         let (cx, cy) = t.bbox.center();
         self.live
             .iter()
@@ -306,6 +376,18 @@ impl Events {
                 if !(1.0 / REJOIN_SIZE_RATIO..=REJOIN_SIZE_RATIO).contains(&ratio) {
                     return None;
                 }
+                let sim = match (look, l.look.as_ref()) {
+                    (Some(a), Some(b)) => Some(a.similarity(b)),
+                    _ => None,
+                };
+                if sim.is_some_and(|s| s < REJOIN_MIN_LOOK) {
+                    return None;
+                }
+                let reach = if sim.is_some_and(|s| s >= REJOIN_ALIKE_LOOK) {
+                    REJOIN_ALIKE_DISTANCE
+                } else {
+                    REJOIN_DISTANCE
+                };
                 let frames = (seq.saturating_sub(e.seq) as f32).min(REJOIN_PREDICT_FRAMES);
                 let (ex, ey) = e.bbox.center();
                 let (px, py) = (ex + v.0 * frames, ey + v.1 * frames);
@@ -313,7 +395,8 @@ impl Events {
                 let away = at.saturating_sub(lost_at).as_secs_f32() * REJOIN_HEIGHTS_PER_SECOND * h;
                 let dx = ((cx - px).abs() - away).max(0.0) / e.bbox.width().max(1.0);
                 let dy = ((cy - py).abs() - away).max(0.0) / h;
-                (dx <= REJOIN_DISTANCE && dy <= REJOIN_DISTANCE).then_some((dx.hypot(dy), e.id))
+                let d = dx.hypot(dy) - REJOIN_LOOK_WEIGHT * sim.unwrap_or(0.0);
+                (dx <= reach && dy <= reach).then_some((d, e.id))
             })
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, id)| id)
@@ -366,6 +449,14 @@ impl Events {
             }
         }
     }
+}
+
+/// Whether track `t`'s box is partly covered by another of `tracks` (its look would mix two
+/// objects).
+fn covered(t: &Track, tracks: &[Track]) -> bool {
+    tracks
+        .iter()
+        .any(|o| o.id != t.id && inside(&t.bbox, &o.bbox) > LOOK_MAX_COVERED)
 }
 
 /// The share of `a`'s area that lies inside `b`.
@@ -567,6 +658,87 @@ mod tests {
         let mut e = ends(&ev.drain());
         e.sort_unstable();
         assert_eq!(e, vec![1, 2]);
+    }
+
+    /// A 160×120 gray plane (scale 4) of mid-gray with a dark figure where `dark` is and a
+    /// light one where `light` is (frame pixels).
+    fn scene(dark: &BBox, light: &BBox) -> GrayImage {
+        let (w, h) = (160usize, 120usize);
+        let mut data = vec![128u8; w * h];
+        for (b, v) in [(dark, 20u8), (light, 235u8)] {
+            for y in (b.y0 / 4.0) as usize..(b.y1 / 4.0) as usize {
+                for x in (b.x0 / 4.0) as usize..(b.x1 / 4.0) as usize {
+                    data[y * w + x] = v;
+                }
+            }
+        }
+        GrayImage {
+            width: w as u32,
+            height: h as u32,
+            scale: 4.0,
+            data,
+        }
+    }
+
+    #[test]
+    fn a_lost_event_goes_on_with_the_track_that_looks_like_its_object() {
+        let mut ev = events(EventsConfig::default(), ZonesConfig::new());
+        // Two people side by side: a dark coat (track 1) and a light one (track 2).
+        let mut dark = person(1, 2, 100.0);
+        let mut light = person(2, 2, 300.0);
+        dark.velocity = (2.0, 0.0);
+        light.velocity = (-2.0, 0.0);
+        let g = scene(&dark.bbox, &light.bbox);
+        ev.update_seen(
+            0,
+            at(0),
+            SIZE,
+            Some(&g),
+            &[dark.clone(), light.clone()],
+            &[],
+        );
+        assert_eq!(starts(&ev.drain()), vec![1, 2]);
+        // Both are lost where they crossed; two new tracks come out, the light coat on the
+        // left (nearer where the dark one was heading).
+        ev.update(
+            3,
+            at(3),
+            SIZE,
+            &[],
+            &[
+                ended(dark, EndReason::Missed),
+                ended(light, EndReason::Missed),
+            ],
+        );
+        let (a, b) = (person(3, 1, 140.0), person(4, 1, 260.0));
+        let g = scene(&b.bbox, &a.bbox);
+        ev.update_seen(8, at(8), SIZE, Some(&g), &[a, b], &[]);
+        assert!(starts(&ev.drain()).is_empty());
+        assert_eq!(ev.event_of(3), Some(2), "the light coat keeps its event");
+        assert_eq!(ev.event_of(4), Some(1), "the dark coat keeps its event");
+    }
+
+    #[test]
+    fn a_lost_event_is_not_continued_by_someone_who_looks_different() {
+        let mut ev = events(EventsConfig::default(), ZonesConfig::new());
+        let dark = person(1, 2, 100.0);
+        let far = BBox::new(600.0, 0.0, 640.0, 100.0);
+        ev.update_seen(
+            0,
+            at(0),
+            SIZE,
+            Some(&scene(&dark.bbox, &far)),
+            std::slice::from_ref(&dark),
+            &[],
+        );
+        assert_eq!(starts(&ev.drain()), vec![1]);
+        ev.update(2, at(2), SIZE, &[], &[ended(dark, EndReason::Missed)]);
+        // A light coat right where the dark one was lost is someone else: a new event.
+        let light = person(2, 2, 104.0);
+        let g = scene(&far, &light.bbox);
+        ev.update_seen(4, at(4), SIZE, Some(&g), &[light], &[]);
+        assert_eq!(starts(&ev.drain()), vec![2]);
+        assert_eq!(ev.event_of(2), Some(2));
     }
 
     #[test]

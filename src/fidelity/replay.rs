@@ -425,7 +425,14 @@ pub fn simulate(
                 TrackEvent::Started(_) => None,
             })
             .collect();
-        events.update(f.seq, f.at, rec.frame_size, t.confirmed(), &ended);
+        events.update_seen(
+            f.seq,
+            f.at,
+            rec.frame_size,
+            Some(&f.gray),
+            t.confirmed(),
+            &ended,
+        );
         events.drain();
         run.track_time += t0.elapsed();
         run.tracks.push(

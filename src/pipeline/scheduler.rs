@@ -521,7 +521,14 @@ impl<'a> Scheduler<'a> {
             return;
         };
         if let Some((seq, at)) = self.pending {
-            events.update(seq, at, self.frame_size, self.tracker.confirmed(), &ended);
+            events.update_seen(
+                seq,
+                at,
+                self.frame_size,
+                Some(&self.gray),
+                self.tracker.confirmed(),
+                &ended,
+            );
         }
         self.log_event_records();
         if let (Some((frame, reported)), Some(events)) =
