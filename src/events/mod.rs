@@ -56,6 +56,9 @@ const REJOIN_LOOK_WEIGHT: f32 = 0.5;
 /// A box this much covered by another track's box shows that other object too: its look is
 /// not learnt.
 const LOOK_MAX_COVERED: f32 = 0.2;
+/// A track confirmed this long before an event was lost is another object that was already
+/// there (a phantom on a post or a cone, someone standing): it does not continue the event.
+const REJOIN_NOT_BEFORE: Duration = Duration::from_secs(2);
 /// The lost track's velocity is followed for at most this many frames (beyond, it is a guess).
 const REJOIN_PREDICT_FRAMES: f32 = 10.0;
 
@@ -283,7 +286,8 @@ impl Events {
             return;
         }
         let now = look.as_ref().or(self.candidates[ci].look.as_ref());
-        if let Some(id) = self.rejoin(t, now, seq, at) {
+        let since = self.candidates[ci].first_at;
+        if let Some(id) = self.rejoin(t, now, seq, at, since) {
             self.candidates[ci].event = Some(id);
             self.carry(id, t, seq, zones, look);
             return;
@@ -358,17 +362,28 @@ impl Events {
         }
     }
 
-    /// A lost event that new track `t` (look `look`, when known) continues: same kind of
-    /// object, about the same size, near where the lost track was heading, and — when both
+    /// A lost event that new track `t` (look `look`, when known; confirmed since `since`)
+    /// continues: a track not already there well before the event was lost, of the same kind
+    /// of object, about the same size, near where the lost track was heading, and — when both
     /// looks are known — alike enough. A look very much alike reaches farther. The nearest
     /// one wins, a more alike look counting as nearer.
-    fn rejoin(&self, t: &Track, look: Option<&Appearance>, seq: u64, at: Duration) -> Option<u64> {
+    fn rejoin(
+        &self,
+        t: &Track,
+        look: Option<&Appearance>,
+        seq: u64,
+        at: Duration,
+        since: Duration,
+    ) -> Option<u64> {
         let (cx, cy) = t.bbox.center();
         self.live
             .iter()
             .filter_map(|l| {
                 let (lost_at, v) = l.lost?;
                 let e = &l.event;
+                if since + REJOIN_NOT_BEFORE < lost_at {
+                    return None;
+                }
                 if !labels::confusable(e.class_id, t.class_id) {
                     return None;
                 }
@@ -739,6 +754,37 @@ mod tests {
         ev.update_seen(4, at(4), SIZE, Some(&g), &[light], &[]);
         assert_eq!(starts(&ev.drain()), vec![2]);
         assert_eq!(ev.event_of(2), Some(2));
+    }
+
+    #[test]
+    fn a_lost_event_is_not_continued_by_a_track_that_was_there_all_along() {
+        let mut ev = events(EventsConfig::default(), ZonesConfig::new());
+        // A weak phantom (a post, median 0.4: never an event) stands at x = 140 from the start.
+        let post = |hits| track(9, 0, 0.4, hits, BBox::new(140.0, 100.0, 180.0, 200.0));
+        for k in 0..30u64 {
+            ev.update(k, at(k), SIZE, &[post(k as u32 + 1)], &[]);
+        }
+        // A person walks past it and is lost right beside it.
+        let mut p = person(1, 2, 100.0);
+        p.velocity = (2.0, 0.0);
+        ev.update(30, at(30), SIZE, &[post(31), p.clone()], &[]);
+        assert_eq!(starts(&ev.drain()), vec![1]);
+        ev.update(
+            31,
+            at(31),
+            SIZE,
+            &[post(32)],
+            &[ended(p, EndReason::Missed)],
+        );
+        ev.update(32, at(32), SIZE, &[post(33)], &[]);
+        assert_eq!(
+            ev.event_of(9),
+            None,
+            "the post does not carry the person's event"
+        );
+        // A new track where the person went does.
+        ev.update(33, at(33), SIZE, &[post(34), person(2, 1, 120.0)], &[]);
+        assert_eq!(ev.event_of(2), Some(1));
     }
 
     #[test]
