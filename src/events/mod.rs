@@ -282,14 +282,14 @@ impl Events {
         }
         let zones = zones_at(&self.rules, &t.bbox, size);
         if let Some(id) = c.event {
-            self.carry(id, t, seq, zones, look);
+            self.carry(id, t, seq, at, zones, look);
             return;
         }
         let now = look.as_ref().or(self.candidates[ci].look.as_ref());
         let since = self.candidates[ci].first_at;
         if let Some(id) = self.rejoin(t, now, seq, at, since) {
             self.candidates[ci].event = Some(id);
-            self.carry(id, t, seq, zones, look);
+            self.carry(id, t, seq, at, zones, look);
             return;
         }
         if self.qualifies(&self.candidates[ci], t, at, size, &zones) && !self.duplicate(t) {
@@ -323,13 +323,14 @@ impl Events {
         }
     }
 
-    /// The event goes on with track `t`: its box, best score, label and zones; an update when
-    /// the label, the zones or the track changed.
+    /// The event goes on with track `t` at frame `seq` (time `at`): its box, best score, label,
+    /// zones and seconds so far; an update when the label, the zones or the track changed.
     fn carry(
         &mut self,
         id: u64,
         t: &Track,
         seq: u64,
+        at: Duration,
         zones: Vec<String>,
         look: Option<Appearance>,
     ) {
@@ -354,9 +355,8 @@ impl Events {
         e.zones = zones;
         e.bbox = t.bbox;
         e.seq = seq;
-        if let Some((lost_at, _)) = l.lost.take() {
-            e.seconds = lost_at.saturating_sub(l.started_at).as_secs_f64();
-        }
+        e.seconds = at.saturating_sub(l.started_at).as_secs_f64();
+        l.lost = None;
         if changed {
             self.records.push(EventRecord::Update(e.clone()));
         }
@@ -591,6 +591,8 @@ mod tests {
         let r = ev.drain();
         assert_eq!(starts(&r), vec![1]);
         assert_eq!(ev.event_of(1), Some(1));
+        ev.update(20, at(20), SIZE, &[person(1, 3, 300.0)], &[]);
+        assert!(ev.drain().is_empty());
         ev.update(
             6,
             at(6),
@@ -598,10 +600,11 @@ mod tests {
             &[],
             &[ended(person(1, 2, 600.0), EndReason::LeftFrame)],
         );
-        assert_eq!(
-            ends(&ev.drain()),
-            vec![1],
-            "an object that left ends at once"
+        let r = ev.drain();
+        assert_eq!(ends(&r), vec![1], "an object that left ends at once");
+        assert!(
+            matches!(r.first(), Some(EventRecord::End(e)) if (e.seconds - 1.5).abs() < 1e-9),
+            "it lasted from frame 5 to frame 20: {r:?}"
         );
         assert_eq!(ev.started(), 1);
     }
