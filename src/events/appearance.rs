@@ -77,6 +77,14 @@ impl Appearance {
         (sum / BANDS.len() as f32).clamp(0.0, 1.0)
     }
 
+    /// Folds `new` into the look in `slot`, or puts it there when there is none yet.
+    pub fn fold(slot: &mut Option<Appearance>, new: &Appearance) {
+        match slot {
+            Some(known) => known.learn(new),
+            None => *slot = Some(new.clone()),
+        }
+    }
+
     /// Folds a new look of the same object into this one (a running average, so that one
     /// odd frame — a passer-by in front — does not replace it).
     pub fn learn(&mut self, new: &Appearance) {

@@ -275,10 +275,7 @@ impl Events {
             c.scores.push(t.score);
         }
         if let Some(new) = &look {
-            match &mut c.look {
-                Some(l) => l.learn(new),
-                None => c.look = Some(new.clone()),
-            }
+            Appearance::fold(&mut c.look, new);
         }
         let zones = zones_at(&self.rules, &t.bbox, size);
         if let Some(id) = c.event {
@@ -337,11 +334,8 @@ impl Events {
         let Some(l) = self.live.iter_mut().find(|l| l.event.id == id) else {
             return;
         };
-        if let Some(new) = look {
-            match &mut l.look {
-                Some(m) => m.learn(&new),
-                None => l.look = Some(new),
-            }
+        if let Some(new) = &look {
+            Appearance::fold(&mut l.look, new);
         }
         let e = &mut l.event;
         let changed = e.class_id != t.class_id || e.zones != zones || e.track_id != t.id;
