@@ -11,8 +11,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use lookout::detect::int8::quant::quantize;
 use lookout::frame::{Frame, GrayImage, PixelFormat};
 use lookout::preprocess::{
-    decode_jpeg_rgb, frame_to_gray, frame_to_input, frame_to_tensor, Mapping, ModelInput,
-    Quantization, ResizeMode, Scratch, MEAN_BGR, STD_BGR,
+    decode_jpeg_luma, decode_jpeg_rgb, frame_to_gray, frame_to_input, frame_to_tensor, Mapping,
+    ModelInput, Quantization, ResizeMode, Scratch, MEAN_BGR, STD_BGR,
 };
 
 const INPUT: u32 = 416;
@@ -245,7 +245,10 @@ fn bench_gray(c: &mut Criterion) {
         PixelFormat::Nv12,
         PixelFormat::Grey,
         PixelFormat::Rgb24,
+        PixelFormat::Mjpeg,
     ] {
+        // MJPEG: a scratch that never decodes the frame in colour, as on the tracker's
+        // thread: the JPEG's luma alone is decoded on every call.
         let frame = make_frame(format, 640, 480);
         let mut scratch = Scratch::new();
         let mut out = GrayImage::default();
@@ -253,6 +256,21 @@ fn bench_gray(c: &mut Criterion) {
             b.iter(|| black_box(frame_to_gray(f, 320, &mut out, &mut scratch).is_ok()))
         });
     }
+    // The same plane the colour way: a full RGB decode, then luma from the RGB.
+    let jpeg = make_frame(PixelFormat::Mjpeg, 640, 480);
+    let mut rgb = Frame {
+        data: Vec::new(),
+        format: PixelFormat::Rgb24,
+        ..jpeg.clone()
+    };
+    let mut scratch = Scratch::new();
+    let mut out = GrayImage::default();
+    g.bench_function(BenchmarkId::new("gray", "MJPG_via_colour_decode"), |b| {
+        b.iter(|| {
+            let ok = decode_jpeg_rgb(&jpeg.data, &mut rgb.data).is_ok();
+            black_box(ok && frame_to_gray(&rgb, 320, &mut out, &mut scratch).is_ok())
+        })
+    });
     g.finish();
 }
 
@@ -265,6 +283,11 @@ fn bench_jpeg(c: &mut Criterion) {
             BenchmarkId::new("zune_jpeg", format!("{w}x{h}")),
             &frame,
             |b, f| b.iter(|| black_box(decode_jpeg_rgb(&f.data, &mut buf).is_ok())),
+        );
+        g.bench_with_input(
+            BenchmarkId::new("zune_jpeg_luma_only", format!("{w}x{h}")),
+            &frame,
+            |b, f| b.iter(|| black_box(decode_jpeg_luma(&f.data, &mut buf).is_ok())),
         );
         g.bench_with_input(
             BenchmarkId::new("image_crate", format!("{w}x{h}")),

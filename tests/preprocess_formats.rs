@@ -436,3 +436,47 @@ fn gray_plane_of_rgb_and_mjpeg_is_luma() {
         .max();
     assert!(max.is_some_and(|m| m <= 6), "MJPEG gray differs by {max:?}");
 }
+
+#[test]
+fn mjpeg_gray_from_luma_alone_matches_the_colour_decode() {
+    // A scratch that has not decoded the frame in colour decodes the JPEG's luma only; one
+    // that has (the model took this frame) reuses the colour decode. Both planes must agree,
+    // at full width and halved (the paired-column path).
+    let (w, h) = (96u32, 64u32);
+    let rgb = smooth_rgb(w, h);
+    let f = frame(
+        PixelFormat::Mjpeg,
+        encode(&rgb, w, h, PixelFormat::Mjpeg),
+        w,
+        h,
+    );
+    for width in [w, w / 2, w / 3] {
+        let mut luma_only = GrayImage::default();
+        assert!(frame_to_gray(&f, width, &mut luma_only, &mut Scratch::new()).is_ok());
+        let mut s = Scratch::new();
+        let mut out = vec![0.0; (3 * IN * IN) as usize];
+        assert!(frame_to_tensor(&f, IN, IN, ResizeMode::Letterbox, &mut out, &mut s).is_ok());
+        let mut from_colour = GrayImage::default();
+        assert!(frame_to_gray(&f, width, &mut from_colour, &mut s).is_ok());
+        assert_eq!(
+            (luma_only.width, luma_only.height, luma_only.scale),
+            (from_colour.width, from_colour.height, from_colour.scale)
+        );
+        let max = luma_only
+            .data
+            .iter()
+            .zip(&from_colour.data)
+            .map(|(a, b)| (*a as i32 - *b as i32).abs())
+            .max();
+        assert!(
+            max.is_some_and(|m| m <= 2),
+            "width {width}: luma-only plane differs by {max:?}"
+        );
+    }
+    // A damaged JPEG is an error on the luma path too, not a stale or empty plane.
+    let mut broken = f.clone();
+    broken.data = vec![0xFF, 0xD8, 0xFF, 0x42, 0x42];
+    broken.seq += 1;
+    let mut g = GrayImage::default();
+    assert!(frame_to_gray(&broken, w, &mut g, &mut Scratch::new()).is_err());
+}

@@ -1,15 +1,18 @@
 //! The tracker's gray plane of a frame: an area-averaged, downscaled luma plane.
 
+use super::jpeg::{decode_jpeg_luma, DecodedKey};
 use super::layout::{layout, Layout};
 use super::{check_size, prepare, PreprocessError, Scratch};
-use crate::frame::{Frame, GrayImage};
+use crate::frame::{Frame, GrayImage, PixelFormat};
 
 /// A downscaled luma plane of any [`Frame`] for tracking: at most `max_width` pixels wide,
 /// the aspect ratio kept, each gray pixel the average of the frame pixels it covers (area
 /// average). YUV formats read Y directly (limited-range values, as the camera sends them);
-/// RGB and MJPEG use `(77·R + 150·G + 29·B) / 256` (BT.601 luma). `out.scale` is frame
-/// pixels per gray pixel. MJPEG frames reuse a decode already done by [`frame_to_tensor`](super::frame_to_tensor)
-/// with the same scratch.
+/// RGB uses `(77·R + 150·G + 29·B) / 256` (BT.601 luma). `out.scale` is frame pixels per
+/// gray pixel. An MJPEG frame decodes only its JPEG's luma (no chroma, no colour conversion:
+/// about half the work of a colour decode), unless [`frame_to_tensor`](super::frame_to_tensor)
+/// already decoded the same frame in colour with the same scratch: then that is reused, its
+/// luma computed as for RGB (within 2 levels of the JPEG's own).
 ///
 /// # Errors
 /// A frame over [`MAX_FRAME_SIDE`](crate::frame::MAX_FRAME_SIDE) per side or shorter than its format needs, an MJPEG frame that does not decode, a zero size.
@@ -54,31 +57,41 @@ pub fn frame_to_gray(
     let mut rows = std::mem::take(&mut scratch.gray_rows);
     let mut acc = std::mem::take(&mut scratch.gray_acc);
     let mut luma = std::mem::take(&mut scratch.gray_luma);
-    let result = prepare(frame, &mut scratch.decoded).map(|(lay, data)| {
+    let result = source(frame, scratch).map(|src| {
         out.width = gw;
         out.height = gh;
         out.scale = scale;
         out.data.clear();
         out.data.reserve(gw as usize * gh as usize);
         acc.resize(gw as usize, 0);
-        let (offset, stride, step) = match lay {
-            Layout::Yuv { y, .. } => (y.base + y.first, y.stride, y.step),
-            Layout::Rgb { .. } => (0, w as usize, 1),
-        };
+        // Columns all `pair` wide (a frame exactly twice the plane's width) sum in pairs,
+        // which the compiler vectorises; any other ratio walks each column's range.
+        let pair = cols.iter().all(|&(c0, c1)| c1 - c0 == 2);
         for &(r0, r1) in rows.iter() {
             acc.fill(0);
             for r in r0..r1 {
-                let row: &[u8] = match lay {
-                    Layout::Yuv { .. } => &data[offset + r as usize * stride..],
-                    Layout::Rgb { .. } => {
-                        let src = &data[r as usize * w as usize * 3..][..w as usize * 3];
+                let (row, step): (&[u8], usize) = match src {
+                    Source::Plane {
+                        data,
+                        offset,
+                        stride,
+                        step,
+                    } => (&data[offset + r as usize * stride..], step),
+                    Source::Rgb { data, width } => {
+                        let px = &data[r as usize * width * 3..][..width * 3];
                         luma.clear();
-                        luma.extend(src.chunks_exact(3).map(|p| {
+                        luma.extend(px.chunks_exact(3).map(|p| {
                             ((77 * p[0] as u32 + 150 * p[1] as u32 + 29 * p[2] as u32) >> 8) as u8
                         }));
-                        &luma
+                        (&luma, 1)
                     }
                 };
+                if pair && step == 1 {
+                    for (a, p) in acc.iter_mut().zip(row.chunks_exact(2)) {
+                        *a += p[0] as u32 + p[1] as u32;
+                    }
+                    continue;
+                }
                 for (a, &(c0, c1)) in acc.iter_mut().zip(cols.iter()) {
                     let mut s = 0u32;
                     for c in c0..c1 {
@@ -99,4 +112,67 @@ pub fn frame_to_gray(
     scratch.gray_acc = acc;
     scratch.gray_luma = luma;
     result
+}
+
+/// Where a frame's luma is read from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// A luma plane: sample `c` of row `r` at `offset + r·stride + c·step`.
+    Plane {
+        data: &'a [u8],
+        offset: usize,
+        stride: usize,
+        step: usize,
+    },
+    /// Packed RGB, `width` pixels a row.
+    Rgb { data: &'a [u8], width: usize },
+}
+
+/// The frame's luma: the frame itself for raw formats, the colour decode already in
+/// `scratch` for an MJPEG frame decoded for the model, else the JPEG's luma decoded into
+/// `scratch.gray_jpeg`.
+fn source<'a>(frame: &'a Frame, scratch: &'a mut Scratch) -> Result<Source<'a>, PreprocessError> {
+    let (w, h) = (frame.width, frame.height);
+    let key = DecodedKey {
+        seq: frame.seq,
+        captured_at: frame.captured_at,
+        len: frame.data.len(),
+    };
+    if frame.format == PixelFormat::Mjpeg && scratch.decoded.key != Some(key) {
+        let (dw, dh) =
+            decode_jpeg_luma(&frame.data, &mut scratch.gray_jpeg).map_err(|message| {
+                PreprocessError::Decode {
+                    seq: frame.seq,
+                    message,
+                }
+            })?;
+        if (dw, dh) != (w, h) {
+            return Err(PreprocessError::JpegSize {
+                seq: frame.seq,
+                width: w,
+                height: h,
+                found_w: dw,
+                found_h: dh,
+            });
+        }
+        return Ok(Source::Plane {
+            data: &scratch.gray_jpeg,
+            offset: 0,
+            stride: w as usize,
+            step: 1,
+        });
+    }
+    let (lay, data) = prepare(frame, &mut scratch.decoded)?;
+    Ok(match lay {
+        Layout::Yuv { y, .. } => Source::Plane {
+            data,
+            offset: y.base + y.first,
+            stride: y.stride,
+            step: y.step,
+        },
+        Layout::Rgb { .. } => Source::Rgb {
+            data,
+            width: w as usize,
+        },
+    })
 }

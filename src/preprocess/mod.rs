@@ -23,7 +23,8 @@
 //!
 //! MJPEG frames are decoded once with zune-jpeg into [`Scratch`] (zune-jpeg has no
 //! reduced-scale decoding) and the RGB path samples that; [`frame_to_gray`] on the same frame
-//! with the same scratch reuses the decoded image. All per-frame buffers live in [`Scratch`],
+//! with the same scratch reuses the decoded image, and on any other MJPEG frame decodes only
+//! the JPEG's luma. All per-frame buffers live in [`Scratch`],
 //! so after the first frame of a given geometry the raw-format paths allocate nothing
 //! (zune-jpeg allocates internally per decode).
 //!
@@ -42,7 +43,7 @@ use crate::frame::{Frame, PixelFormat, MAX_FRAME_SIDE};
 pub use crate::geom::{Mapping, ResizeMode};
 pub use error::PreprocessError;
 pub use gray::frame_to_gray;
-pub use jpeg::decode_jpeg_rgb;
+pub use jpeg::{decode_jpeg_luma, decode_jpeg_rgb};
 use jpeg::{Decoded, DecodedKey};
 pub use layout::Taps;
 use layout::{layout, ColTap, Layout, RowTap, TensorKey};
@@ -268,6 +269,7 @@ pub struct Scratch {
     gray_rows: Vec<(u32, u32)>,
     gray_acc: Vec<u32>,
     gray_luma: Vec<u8>,
+    gray_jpeg: Vec<u8>,
 }
 
 impl Scratch {
