@@ -831,3 +831,112 @@ fn a_sub_second_run_prints_counts_but_no_rates() {
         "{stdout}"
     );
 }
+
+#[test]
+fn the_input_size_sweep_scores_every_size_by_object_height() {
+    let t = "tests/data/truth/vtest-mosaic-half";
+    let out = bench(
+        &[
+            "--sweep",
+            "input-size",
+            "--precision",
+            "fp32",
+            "--source",
+            &format!("{t}.mjpeg"),
+            "--truth",
+            &format!("{t}.gt.txt"),
+            "--frames",
+            "3",
+            "--json",
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {err}");
+    let doc = json_of(&out);
+    let errs = schema_errors(&doc);
+    assert!(errs.is_empty(), "schema violations: {errs:#?}");
+    assert_eq!(doc["settings"]["mode"], "input-size");
+    let r = &doc["input_size"];
+    assert_eq!(r["frames"].as_u64(), Some(3), "{r}");
+    assert_eq!(r["declared"], serde_json::json!([416, 416]));
+    assert_eq!(r["auto"], serde_json::json!([416, 352]), "4:3 frames");
+    let rows = r["rows"].as_array().unwrap();
+    let sizes: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|x| (x["width"].as_u64().unwrap(), x["height"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            (320, 256),
+            (416, 320),
+            (416, 352),
+            (416, 416),
+            (512, 384),
+            (640, 480)
+        ],
+        "the swept sizes, smallest first, the auto one among them"
+    );
+    let small = |i: usize| &rows[i]["detections"]["small"];
+    for row in rows {
+        // Every size sees the same true boxes: 3 frames of distant people.
+        assert_eq!(row["detections"]["frames"].as_u64(), Some(3), "{row}");
+        assert_eq!(row["detections"]["small"]["boxes"], small(0)["boxes"]);
+        assert!(row["model_ms"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(
+            row["events_fixed"]["objects"].as_u64().unwrap() > 0,
+            "{row}"
+        );
+    }
+    assert!(small(0)["boxes"].as_u64().unwrap() > 20, "{r}");
+    assert_eq!(rows[3]["model_vs_declared"].as_f64(), Some(1.0));
+    // People under 24 px: 640x480 finds more of them than 320x256.
+    assert!(
+        small(5)["found"].as_u64() > small(0)["found"].as_u64(),
+        "{}\n{}",
+        small(0),
+        small(5)
+    );
+    // The text table names the sizes and the auto one.
+    let text = bench(
+        &[
+            "--sweep",
+            "input-size",
+            "--precision",
+            "fp32",
+            "--source",
+            &format!("{t}.mjpeg"),
+            "--frames",
+            "1",
+        ],
+        None,
+    );
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("| 416x352 (auto) |"), "{stdout}");
+    // A live source cannot be replayed at six sizes; a time limit cannot bound a recording.
+    for (args, says) in [
+        (
+            &[
+                "--sweep",
+                "input-size",
+                "--source",
+                "exec:cat tests/data/truth/tree-wind.mjpeg",
+            ][..],
+            "is a camera or a command",
+        ),
+        (
+            &["--sweep", "input-size", "--seconds", "5"][..],
+            "not --seconds",
+        ),
+    ] {
+        let out = bench(args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(
+            err.contains("--sweep input-size") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use lookout::bench::report::{
     PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
     ThermalFigures, ThreadFigures, TruthScores, SCHEMA_ID,
 };
+use lookout::bench::report::{DetectionTruth, HeightRecall, InputSizeReport, InputSizeRow};
 use lookout::bench::Sweep;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -230,6 +231,49 @@ fn fidelity(full: bool) -> FidelityReport {
     }
 }
 
+/// `--sweep input-size`'s section; `full`: its rows and their truth scores are there.
+fn input_size(full: bool) -> InputSizeReport {
+    let h = HeightRecall {
+        boxes: 10,
+        found: 7,
+        recall: some(full, 0.7),
+    };
+    let row = InputSizeRow {
+        width: 416,
+        height: 320,
+        scale: 0.65,
+        padding: 0.025,
+        model_ms: 20.5,
+        model_vs_declared: 0.78,
+        detect_ms: 24.5,
+        detections: some(
+            full,
+            DetectionTruth {
+                frames: 20,
+                small: h,
+                middle: h,
+                large: h,
+                all: h,
+                false_boxes: 3,
+                false_boxes_per_frame: 0.15,
+            },
+        ),
+        events_fixed: some(full, truth_scores(full)),
+        events_adaptive: some(full, truth_scores(full)),
+    };
+    InputSizeReport {
+        source: "demo".into(),
+        frames: 20,
+        frame_width: 640,
+        frame_height: 480,
+        truth_file: some(full, "tests/data/truth/vtest-640x480-10fps.gt.txt".into()),
+        declared: [416, 416],
+        auto: [416, 320],
+        timing_rounds: 12,
+        rows: many(full, row),
+    }
+}
+
 /// A report; `full`: every `Option` is `Some` and every list has entries.
 fn report(full: bool, limit: Limit) -> BenchReport {
     let image = ImageCheck {
@@ -332,6 +376,7 @@ fn report(full: bool, limit: Limit) -> BenchReport {
             },
         ),
         fidelity: some(full, fidelity(full)),
+        input_size: some(full, input_size(full)),
         peak_rss_kib: some(full, 123_456),
         total_s: 12.5,
     }

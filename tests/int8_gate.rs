@@ -75,10 +75,10 @@ fn images() -> Vec<Image> {
     out
 }
 
-fn detector(model: ModelSource, size: u32) -> Detector {
+fn detector(model: ModelSource, (w, h): (u32, u32)) -> Detector {
     Detector::load(&DetectorConfig {
         model,
-        input_size: Some((size, size)),
+        input_size: Some((w, h)),
         resize: ResizeMode::Letterbox,
         ..DetectorConfig::default()
     })
@@ -252,20 +252,36 @@ fn distribution(scores: &[f32]) -> String {
     )
 }
 
-/// The files under test: `(path, input size)`.
-fn forms() -> Vec<(PathBuf, u32)> {
+/// The files under test: `(path, input width and height)`. The 416 file also runs at
+/// 416×352, the size `input_size = "auto"` gives a 4:3 camera.
+fn forms() -> Vec<(PathBuf, (u32, u32))> {
     match std::env::var("LOOKOUT_GATE_MODELS") {
         Ok(list) if !list.trim().is_empty() => list
             .split(',')
             .map(|item| match item.rsplit_once('@') {
-                Some((p, s)) => (PathBuf::from(p), s.parse().expect("FILE@SIZE")),
-                None => (PathBuf::from(item), 416),
+                Some((p, s)) => (PathBuf::from(p), parse_size(s)),
+                None => (PathBuf::from(item), (416, 416)),
             })
             .collect(),
         _ => vec![
-            (repo("models/nanodet-g-416-int8.onnx"), 416),
-            (repo("models/nanodet-g-320-int8.onnx"), 320),
+            (repo("models/nanodet-g-416-int8.onnx"), (416, 416)),
+            (repo("models/nanodet-g-416-int8.onnx"), (416, 352)),
+            (repo("models/nanodet-g-320-int8.onnx"), (320, 320)),
         ],
+    }
+}
+
+/// An input's width and height.
+type Size = (u32, u32);
+
+/// `SIZE` (square) or `WxH`.
+fn parse_size(s: &str) -> (u32, u32) {
+    match s.split_once('x') {
+        Some((w, h)) => (w.parse().expect("FILE@WxH"), h.parse().expect("FILE@WxH")),
+        None => {
+            let n = s.parse().expect("FILE@SIZE");
+            (n, n)
+        }
     }
 }
 
@@ -276,7 +292,7 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
     let fp32_file = std::env::var_os("LOOKOUT_GATE_FP32")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo("models/nanodet-g-416-fp32.onnx"));
-    let mut fp32_by_size: Vec<(u32, Vec<Vec<Detection>>)> = Vec::new();
+    let mut fp32_by_size: Vec<(Size, Vec<Vec<Detection>>)> = Vec::new();
     let mut failures = Vec::new();
     println!(
         "| form | size | FP32 dets ≥ {REF_SCORE} | recall | |Δscore| median | p95 | extra ≥ {REF_SCORE} | lowest score ceiling |"
@@ -303,7 +319,9 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
             .unwrap();
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         println!(
-            "| {name} | {size} | {} | {:.3} ({}/{}) | {:.3} | {:.3} | {} | {} {:.4} |",
+            "| {name} | {}x{} | {} | {:.3} ({}/{}) | {:.3} | {:.3} | {} | {} {:.4} |",
+            size.0,
+            size.1,
             f.reference,
             f.recall(),
             f.matched,
@@ -314,8 +332,11 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
             lowest.output,
             lowest.max_score()
         );
+        let at = format!("{name} @{}x{}", size.0, size.1);
         notes.push(format!(
-            "{name} @{size}\n  INT8 scores: {}\n  FP32 scores: {}\n  largest |Δscore| (FP32→INT8): {}\n  missed: {}",
+            "{name} @{}x{}\n  INT8 scores: {}\n  FP32 scores: {}\n  largest |Δscore| (FP32→INT8): {}\n  missed: {}",
+            size.0,
+            size.1,
             distribution(&f.int8_scores),
             distribution(&f.fp32_scores),
             {
@@ -341,20 +362,20 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
         ));
         if f.reference < 50 {
             failures.push(format!(
-                "{name}: only {} reference detections: the data is too thin to judge",
+                "{at}: only {} reference detections: the data is too thin to judge",
                 f.reference
             ));
         }
         if f.recall() < MIN_RECALL {
             failures.push(format!(
-                "{name}: recall {:.3} < {MIN_RECALL} (missed: {})",
+                "{at}: recall {:.3} < {MIN_RECALL} (missed: {})",
                 f.recall(),
                 f.missed.join("; ")
             ));
         }
         if f.quantile(0.5) > MAX_MEDIAN_DIFF || f.quantile(0.95) > MAX_P95_DIFF {
             failures.push(format!(
-                "{name}: score differences median {:.3} (max {MAX_MEDIAN_DIFF}), p95 {:.3} (max {MAX_P95_DIFF})",
+                "{at}: score differences median {:.3} (max {MAX_MEDIAN_DIFF}), p95 {:.3} (max {MAX_P95_DIFF})",
                 f.quantile(0.5),
                 f.quantile(0.95)
             ));
@@ -362,7 +383,7 @@ fn int8_models_keep_fp32_detections_and_scores_on_camera_like_frames() {
         for c in &cls {
             if c.max_score() < detect::MIN_SCORE_CEILING {
                 failures.push(format!(
-                    "{name}: output {} cannot carry a score above {:.3} ({})",
+                    "{at}: output {} cannot carry a score above {:.3} ({})",
                     c.output,
                     c.max_score(),
                     c.set_by

@@ -43,6 +43,7 @@ use crate::sysinfo::{self, CpuTimes, SystemInfo, Thermal};
 mod fidelity;
 mod figures;
 mod golden;
+mod input_size;
 pub mod report;
 mod timing;
 pub mod truth_run;
@@ -152,6 +153,18 @@ pub enum BenchError {
     Truth(#[from] crate::fidelity::truth::TruthError),
 }
 
+impl From<input_size::SweepError> for BenchError {
+    fn from(e: input_size::SweepError) -> BenchError {
+        match e {
+            input_size::SweepError::Pipeline(p) => BenchError::Pipeline(p),
+            input_size::SweepError::Config(c) => BenchError::Config(c),
+            input_size::SweepError::Record(m) => {
+                BenchError::Usage(format!("--sweep input-size: {m}"))
+            }
+        }
+    }
+}
+
 impl From<truth_run::ScoringError> for BenchError {
     fn from(e: truth_run::ScoringError) -> BenchError {
         match e {
@@ -193,7 +206,7 @@ fn rows_for(base: &Config, sweep: Option<Sweep>) -> Result<Vec<Row>, BenchError>
     Ok(match sweep {
         None => vec![row("default".into(), &|_| {})],
         // Not pipeline runs: replayed from one recording (`Bench::fidelity`).
-        Some(Sweep::Fidelity) => Vec::new(),
+        Some(Sweep::Fidelity | Sweep::InputSize) => Vec::new(),
         Some(Sweep::Threads) => (1..=sysinfo::core_count())
             .map(|n| row(format!("threads={n}"), &|c| c.model.threads = n))
             .collect(),
@@ -220,7 +233,7 @@ fn rows_for(base: &Config, sweep: Option<Sweep>) -> Result<Vec<Row>, BenchError>
                     row(format!("model={name}"), &|c| {
                         c.model.file = p.display().to_string();
                         c.model.precision = Precision::Auto;
-                        c.model.input_size.clear();
+                        c.model.input_size = crate::config::InputSize::default();
                     })
                 })
                 .collect()
@@ -352,7 +365,8 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
     let started = Instant::now();
     let base = effective_config(s)?;
     let fidelity_sweep = s.sweep == Some(Sweep::Fidelity) && s.inference_only.is_none();
-    if fidelity_sweep {
+    let size_sweep = s.sweep == Some(Sweep::InputSize) && s.inference_only.is_none();
+    if fidelity_sweep || size_sweep {
         check_fidelity_settings(s, &base)?;
     }
     let mut limit = s.limit.unwrap_or(Limit::Seconds(if s.sweep.is_some() {
@@ -382,26 +396,26 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         outlets: s.outlets.clone(),
     };
     let mut fidelity = None;
+    let mut input_size = None;
     let (runs, inference, target_fps) = match s.inference_only {
         Some(runs) => {
             let timing = bench.time_model(&base, runs)?;
             (Vec::new(), Some(timing), DEFAULT_TARGET_FPS)
         }
         None if fidelity_sweep => {
-            let max_frames = match s.limit {
-                Some(Limit::Frames(n)) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-                _ => None,
-            };
-            let truth = match s.truth.first() {
-                Some(p) => Some(crate::fidelity::truth::Truth::load(p)?),
-                None => None,
-            };
+            let (max_frames, truth) = recording_limits(s)?;
             let mut report = bench.fidelity(&base, max_frames, truth.as_ref())?;
             report.truth_file = s.truth.first().map(|p| p.display().to_string());
             limit = Limit::Frames(report.frames);
             let fps = report.source_fps;
             fidelity = Some(report);
             (Vec::new(), None, fps)
+        }
+        None if size_sweep => {
+            let report = bench.input_sizes(&base, s)?;
+            limit = Limit::Frames(report.frames);
+            input_size = Some(report);
+            (Vec::new(), None, DEFAULT_TARGET_FPS)
         }
         None => {
             let mut scoring = truth_run::Scoring::prepare(
@@ -434,31 +448,52 @@ pub fn run(s: &BenchSettings, progress: &mut dyn Progress) -> Result<BenchReport
         recommendation,
         inference,
         fidelity,
+        input_size,
         peak_rss_kib: sysinfo::peak_rss_kib(),
         total_s: round(started.elapsed().as_secs_f64(), 2),
     })
 }
 
-/// What `--sweep fidelity` cannot do: replay a camera (it records every frame in order, and a
-/// camera drops frames while the model runs), or stop after a time (it records whole sources).
+/// What a sweep that records its source is bounded by: `--frames`, and the `--truth` it is
+/// scored against.
+fn recording_limits(
+    s: &BenchSettings,
+) -> Result<(Option<usize>, Option<crate::fidelity::truth::Truth>), BenchError> {
+    let max_frames = match s.limit {
+        Some(Limit::Frames(n)) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        _ => None,
+    };
+    let truth = match s.truth.first() {
+        Some(p) => Some(crate::fidelity::truth::Truth::load(p)?),
+        None => None,
+    };
+    Ok((max_frames, truth))
+}
+
+/// What `--sweep fidelity` and `--sweep input-size` cannot do: replay a camera (they record
+/// every frame in order, and a camera drops frames while the model runs), or stop after a
+/// time (they record whole sources).
 fn check_fidelity_settings(s: &BenchSettings, base: &Config) -> Result<(), BenchError> {
+    let sweep = match s.sweep {
+        Some(Sweep::InputSize) => "--sweep input-size",
+        _ => "--sweep fidelity",
+    };
     if is_live(&base.source.spec) {
         return Err(BenchError::Usage(format!(
-            "--sweep fidelity replays a recording, and {} is a camera or a command: record it first (lookout capture) and pass the file with --source",
+            "{sweep} replays a recording, and {} is a camera or a command: record it first (lookout capture) and pass the file with --source",
             base.source.spec
         )));
     }
     if s.truth.len() > 1 {
         return Err(BenchError::CommandLine(format!(
-            "--sweep fidelity scores one source, and {} --truth files are given",
+            "{sweep} scores one source, and {} --truth files are given",
             s.truth.len()
         )));
     }
     if let Some(Limit::Seconds(_)) = s.limit {
-        return Err(BenchError::Usage(
-            "--sweep fidelity records the whole source: limit it with --frames N, not --seconds"
-                .into(),
-        ));
+        return Err(BenchError::Usage(format!(
+            "{sweep} records the whole source: limit it with --frames N, not --seconds"
+        )));
     }
     Ok(())
 }
@@ -530,6 +565,23 @@ impl Bench<'_> {
         let report = fidelity::fidelity_report(base, &rec, record_time, &rules, truth)
             .map_err(|e| BenchError::Usage(format!("[tracker] settings: {e}")))?;
         self.progress.finish();
+        Ok(report)
+    }
+
+    /// `--sweep input-size`: the model on every frame of the source at each size, scored
+    /// against the truth of `--truth` when given.
+    fn input_sizes(
+        &mut self,
+        base: &Config,
+        s: &BenchSettings,
+    ) -> Result<report::InputSizeReport, BenchError> {
+        let (max_frames, truth) = recording_limits(s)?;
+        let progress = &mut *self.progress;
+        let mut report = input_size::sweep(base, max_frames, truth.as_ref(), &mut |line| {
+            progress.phase(line)
+        })?;
+        self.progress.finish();
+        report.truth_file = s.truth.first().map(|p| p.display().to_string());
         Ok(report)
     }
 
@@ -709,6 +761,8 @@ fn effective_settings(
             "inference-only"
         } else if s.sweep == Some(Sweep::Fidelity) {
             "fidelity"
+        } else if s.sweep == Some(Sweep::InputSize) {
+            "input-size"
         } else {
             "pipeline"
         }
@@ -722,7 +776,9 @@ fn effective_settings(
                 .join(" + "),
             None => base.source.spec.clone(),
         },
-        pacing: if s.sweep == Some(Sweep::Fidelity) && s.inference_only.is_none() {
+        pacing: if matches!(s.sweep, Some(Sweep::Fidelity | Sweep::InputSize))
+            && s.inference_only.is_none()
+        {
             "every frame once, as fast as possible".into()
         } else if is_camera(&base.source.spec) {
             "camera rate".into()

@@ -36,6 +36,8 @@ pub struct BenchReport {
     pub inference: Option<InferenceTiming>,
     /// `--sweep fidelity`: tracking fidelity of each schedule, replayed from one recording.
     pub fidelity: Option<FidelityReport>,
+    /// `--sweep input-size`: each input size's detections and events against the truth.
+    pub input_size: Option<InputSizeReport>,
     /// Peak resident memory of the process (`VmHWM`), KiB.
     pub peak_rss_kib: Option<u64>,
     /// Total benchmark time including loading and self-checks, s.
@@ -599,4 +601,61 @@ pub enum Sweep {
     /// Tracking fidelity: the model once on every frame of the source, then fixed N = 1, 2,
     /// 3, 5, 10 and the adaptive schedule replayed in lockstep from that recording.
     Fidelity,
+    /// Model input sizes from 320×256 to 640×480 (and the `"auto"` one): the model on every
+    /// frame at each, scored against the truth by object height, and its events.
+    InputSize,
+}
+
+/// An input-size row's detections on every frame against the truth (serialized as is).
+pub use crate::fidelity::detections::{DetectionTruth, HeightRecall};
+
+/// `--sweep input-size`: the model ran once on every frame of the source at each input size;
+/// each size's recording was scored against the truth frame by frame (the model's own boxes,
+/// by object height) and replayed at the configured schedules for the event scores.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputSizeReport {
+    /// Source spec.
+    pub source: String,
+    /// Frames recorded per size.
+    pub frames: u64,
+    /// Frame width, pixels.
+    pub frame_width: u32,
+    /// Frame height, pixels.
+    pub frame_height: u32,
+    /// The ground truth scored against (`--truth`), if any.
+    pub truth_file: Option<String>,
+    /// The size the model file declares, `[width, height]`.
+    pub declared: [u32; 2],
+    /// The size `input_size = "auto"` gives these frames, `[width, height]`.
+    pub auto: [u32; 2],
+    /// Rounds of the interleaved timing (each size once per round, on the same frame).
+    pub timing_rounds: u32,
+    /// One row per size, smallest first.
+    pub rows: Vec<InputSizeRow>,
+}
+
+/// One input size.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputSizeRow {
+    /// Input width, pixels.
+    pub width: u32,
+    /// Input height, pixels.
+    pub height: u32,
+    /// Input pixels per frame pixel along each side (the letterbox scale): how large an
+    /// object is for the model.
+    pub scale: f64,
+    /// Share of the input's pixels that are padding, 0..1.
+    pub padding: f64,
+    /// Model time alone (the network on a prepared input), median of the interleaved rounds, ms.
+    pub model_ms: f64,
+    /// `model_ms` ÷ that of the declared size.
+    pub model_vs_declared: f64,
+    /// Mean time of one detection while recording (frame → tensor, model, decoding), ms.
+    pub detect_ms: f64,
+    /// Every frame's reported detections against the truth; `null` without one.
+    pub detections: Option<DetectionTruth>,
+    /// Events against the truth at a fixed `pipeline.detect_every`; `null` without a truth.
+    pub events_fixed: Option<TruthScores>,
+    /// Events against the truth with the adaptive schedule; `null` without a truth.
+    pub events_adaptive: Option<TruthScores>,
 }

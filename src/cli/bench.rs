@@ -21,7 +21,9 @@ use crate::pipeline::CoreMap;
 use crate::schedule::ScheduleKind;
 
 mod fidelity_table;
+mod size_table;
 pub use fidelity_table::{render_fidelity, render_run_truth};
+pub use size_table::render_input_size;
 
 /// Exit status when the self-check failed.
 pub const EXIT_SELF_CHECK_FAILED: u8 = 2;
@@ -69,6 +71,9 @@ pub struct BenchArgs {
     /// .onnx file in the models directory, and recommend a setting. `fidelity`: run the model
     /// once on every frame of the source (a file: --frames caps it), then score fixed N = 1, 2,
     /// 3, 5, 10 and the adaptive schedule, replayed in lockstep, against those detections.
+    /// `input-size`: run the model once on every frame at each input size from 320x256 to
+    /// 640x480 (and the "auto" one), time it, and with --truth score each size's detections
+    /// by object height and its events.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub sweep: Option<Sweep>,
     /// Run the detector every N frames (overrides `pipeline.detect_every`).
@@ -306,6 +311,17 @@ pub fn render_table(r: &BenchReport) -> String {
             "lookout bench {} — tracking fidelity on {}: {} frames, {}x{}, the model on every frame once ({:.1} s, {:.1} ms per detection)",
             r.lookout_version, f.source, f.frames, f.frame_width, f.frame_height, f.record_s, f.detect_ms
         );
+    } else if let Some(f) = &r.input_size {
+        let _ = writeln!(
+            o,
+            "lookout bench {} — model input sizes on {}: {} frames, {}x{}, the model on every frame once at each size{}",
+            r.lookout_version,
+            f.source,
+            f.frames,
+            f.frame_width,
+            f.frame_height,
+            f.truth_file.as_deref().map(|t| format!(", scored against {t}")).unwrap_or_default()
+        );
     } else {
         let _ = writeln!(
             o,
@@ -437,6 +453,10 @@ pub fn render_table(r: &BenchReport) -> String {
     if let Some(f) = &r.fidelity {
         o.push('\n');
         o.push_str(&render_fidelity(f));
+    }
+    if let Some(f) = &r.input_size {
+        o.push('\n');
+        o.push_str(&render_input_size(f));
     }
     if let Some(inf) = &r.inference {
         let m = &inf.model;

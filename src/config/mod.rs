@@ -12,6 +12,7 @@
 //! model — the README's "main job". The shipped `systemd/lookout.toml` names `/dev/video0`.
 
 mod cameras;
+mod input_size;
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,7 @@ use crate::track::TrackerConfig;
 use crate::vocab::labels;
 
 pub use cameras::{tracks_file_of, Camera, CameraConfig};
+pub use input_size::{auto_size, InputSize, AUTO_MIN_BAND, AUTO_WIDTH};
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -113,8 +115,9 @@ pub struct ModelConfig {
     /// Which built-in model runs when `file` is empty: `auto` (INT8 where an int8 kernel beats
     /// FP32: 8-bit dot products, or any 64-bit ARM CPU; else FP32), `int8` or `fp32`.
     pub precision: Precision,
-    /// Input `[width, height]` (multiples of 32); empty = what the model file declares.
-    pub input_size: Vec<u32>,
+    /// Input `[width, height]` (multiples of 32); empty = what the model file declares;
+    /// `"auto"` = shaped like the source's frames ([`InputSize::resolve`]).
+    pub input_size: InputSize,
     /// Minimum score of a detection, 0..1.
     pub threshold: f32,
     /// Class-aware NMS IoU threshold, 0..1.
@@ -132,7 +135,7 @@ impl Default for ModelConfig {
         ModelConfig {
             file: String::new(),
             precision: Precision::Auto,
-            input_size: Vec::new(),
+            input_size: InputSize::default(),
             threshold: crate::vocab::DEFAULT_SCORE_THRESHOLD,
             iou_threshold: crate::detect::DEFAULT_IOU_THRESHOLD,
             max_detections: crate::detect::DEFAULT_MAX_DETECTIONS,
@@ -534,7 +537,9 @@ impl Config {
                 ),
             );
         }
-        match m.input_size.as_slice() {
+        match &m.input_size {
+            InputSize::Auto => {}
+            InputSize::List(v) => match v.as_slice() {
             [] => {}
             [w, h] => {
                 if let Some(problem) =
@@ -548,8 +553,9 @@ impl Config {
             }
             other => bad(
                 "model.input_size",
-                format!("expected [width, height], multiples of 32 up to 2048, found {other:?}"),
+                format!("expected \"auto\", [] or [width, height], multiples of 32 up to 2048, found {other:?}"),
             ),
+            },
         }
         if !(m.threshold > 0.0 && m.threshold < 1.0) {
             bad(
@@ -650,16 +656,17 @@ impl Config {
     /// The detector settings this configuration asks for.
     pub fn detector(&self) -> DetectorConfig {
         let m = &self.model;
+        let (input_size, input_size_why) = m
+            .input_size
+            .resolve((self.source.width, self.source.height));
         DetectorConfig {
             model: if m.file.is_empty() {
                 ModelSource::embedded(m.precision)
             } else {
                 ModelSource::File(PathBuf::from(&m.file))
             },
-            input_size: match m.input_size.as_slice() {
-                [w, h] => Some((*w, *h)),
-                _ => None,
-            },
+            input_size,
+            input_size_why,
             threads: m.threads,
             score_threshold: m.threshold,
             iou_threshold: m.iou_threshold,
@@ -862,6 +869,24 @@ fn check_tracks_file(cfg: &Config, p: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_size_auto_follows_the_source_s_frame_shape() {
+        let cfg = |text: &str| Config::parse(text, "t.toml").expect("valid");
+        let wide = cfg("[source]\nwidth = 1280\nheight = 720\n[model]\ninput_size = \"auto\"\n");
+        let d = wide.detector();
+        assert_eq!(d.input_size, Some((416, 256)));
+        assert!(d.input_size_why.is_some_and(|w| w.contains("1280x720")));
+        // The default source (640x480): 4:3.
+        let vga = cfg("[model]\ninput_size = \"auto\"\n");
+        assert_eq!(vga.detector().input_size, Some((416, 352)));
+        // Not asked: the file's own size, nothing to explain.
+        let plain = cfg("");
+        assert_eq!(plain.detector().input_size, None);
+        assert_eq!(plain.detector().input_size_why, None);
+        // Written back as "auto" (what check-config prints parses again the same).
+        assert_eq!(cfg(&wide.to_toml()).model.input_size, InputSize::Auto);
+    }
 
     #[test]
     fn defaults_are_valid_and_run_the_demo() {

@@ -65,6 +65,9 @@ pub struct DetectorConfig {
     pub model: ModelSource,
     /// Input `(width, height)`; `None` takes the size the model file declares.
     pub input_size: Option<(u32, u32)>,
+    /// Why `input_size` is what it is, when the configuration chose it (`"auto"`): said on
+    /// the load line.
+    pub input_size_why: Option<String>,
     /// Threads for tract's matrix products (1 = single-threaded).
     pub threads: usize,
     /// Minimum class score to report.
@@ -87,6 +90,7 @@ impl Default for DetectorConfig {
         DetectorConfig {
             model: ModelSource::embedded(Precision::Auto),
             input_size: None,
+            input_size_why: None,
             threads: 1,
             score_threshold: DEFAULT_SCORE_THRESHOLD,
             iou_threshold: DEFAULT_IOU_THRESHOLD,
@@ -489,7 +493,7 @@ impl Detector {
             int8_path: int8.describe(),
         };
         log::info!(
-            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms{}{}",
+            "model {} loaded: input {}x{}, {}, {} thread(s), load+optimize {:.0} ms{}{}{}",
             info.name,
             info.input_w,
             info.input_h,
@@ -503,6 +507,10 @@ impl Detector {
             cfg.model
                 .reason()
                 .map(|r| format!(" ({r})"))
+                .unwrap_or_default(),
+            cfg.input_size_why
+                .as_deref()
+                .map(|r| format!("; {r}"))
                 .unwrap_or_default()
         );
         for c in &capped {

@@ -4,6 +4,7 @@
 //! Pure functions over per-frame boxes; [`replay`] makes the per-frame boxes of lockstep runs
 //! from one recording of the model's detections.
 
+pub mod detections;
 pub mod replay;
 pub mod truth;
 

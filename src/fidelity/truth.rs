@@ -190,7 +190,11 @@ pub struct TruthScores {
 
 /// Greedy best-IoU matching of predictions to truth boxes of a frame (same or confusable
 /// class, IoU ≥ `min_iou`; the fidelity scores' own matching): `(prediction index, truth index)`.
-fn match_frame(pred: &[LabelledBox], truth: &[TruthBox], min_iou: f32) -> Vec<(usize, usize)> {
+pub(super) fn match_frame(
+    pred: &[LabelledBox],
+    truth: &[TruthBox],
+    min_iou: f32,
+) -> Vec<(usize, usize)> {
     let truth: Vec<LabelledBox> = truth
         .iter()
         .map(|t| LabelledBox {

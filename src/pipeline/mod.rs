@@ -571,7 +571,7 @@ mod tests {
         c.model.threads = 1;
         c.pipeline.pin_threads = false;
         c.pipeline.detect_every = 1000;
-        c.model.input_size = vec![64, 64];
+        c.model.input_size = crate::config::InputSize::List(vec![64, 64]);
         let core_map = CoreMap::default();
         let back = Arc::new(AtomicBool::new(false));
         let mut parts = Parts {

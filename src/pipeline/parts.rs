@@ -264,7 +264,9 @@ impl Parts {
     /// Whether the loaded model, with its pinned matmul pool, serves `new` as it serves `old`
     /// (same `[model]` settings, same core map).
     pub fn keeps_model(&self, old: &Config, new: &Config) -> bool {
-        new.model == old.model && CoreMap::plan(new, &sysinfo::allowed_cores()) == self.core_map
+        new.model == old.model
+            && new.detector().input_size == old.detector().input_size
+            && CoreMap::plan(new, &sysinfo::allowed_cores()) == self.core_map
     }
 
     /// Brings parts built for `old` in line with `new`, replacing only what changed: the model
@@ -339,7 +341,7 @@ mod tests {
         let mut c = Config::default();
         c.pipeline.pin_threads = false;
         c.model.threads = 1;
-        c.model.input_size = vec![64, 64];
+        c.model.input_size = crate::config::InputSize::List(vec![64, 64]);
         c
     }
 
@@ -367,7 +369,7 @@ mod tests {
         let done = parts.reconcile(&new, &new, Reconcile::default()).unwrap();
         assert!(done.changed.is_empty(), "{:?}", done.changed);
 
-        new.model.input_size = vec![96, 96];
+        new.model.input_size = crate::config::InputSize::List(vec![96, 96]);
         let done = parts.reconcile(&old, &new, Reconcile::default()).unwrap();
         assert_eq!(done.changed.first(), Some(&Part::Model));
         assert_eq!(parts.detector.info().input_w, 96);
@@ -470,7 +472,7 @@ mod tests {
         // A new [model]: loaded once, shared by every camera.
         let mut bigger = new.clone();
         for c in &mut bigger {
-            c.config.model.input_size = vec![96, 96];
+            c.config.model.input_size = crate::config::InputSize::List(vec![96, 96]);
         }
         let done = reconcile_cameras(&mut parts, &new, &bigger, Reconcile::default()).unwrap();
         assert_eq!(names(&done.changed), ["model"]);

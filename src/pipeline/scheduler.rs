@@ -1259,7 +1259,11 @@ mod tests {
             hub.frame = Some(f);
             pass(&mut s, &mut hub);
             if hub.job.is_some() {
-                assert_eq!(seq % 2, 0, "frame {seq}: a damaged frame went to the detector");
+                assert_eq!(
+                    seq % 2,
+                    0,
+                    "frame {seq}: a damaged frame went to the detector"
+                );
                 answer(&mut hub, Err(format!("frame {seq}: bad data")));
             }
             clock.advance(100 * MS);
@@ -1269,7 +1273,11 @@ mod tests {
             300,
             "no frame is skipped"
         );
-        assert_eq!(s.tracker.seq(), Some(298), "the tracker stepped on good frames only");
+        assert_eq!(
+            s.tracker.seq(),
+            Some(298),
+            "the tracker stepped on good frames only"
+        );
         // The first of each was logged, the rest held back (and counted for the next line).
         assert_eq!(s.frame_errors.held(), 149);
         assert_eq!(

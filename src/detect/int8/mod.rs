@@ -502,9 +502,14 @@ mod tests {
 
     /// A shipped model, typed by tract (not optimized yet).
     pub(super) fn typed(file: &str, size: u32) -> TypedModel {
+        typed_wh(file, size, size)
+    }
+
+    /// [`typed`] at a `w`×`h` input.
+    pub(super) fn typed_wh(file: &str, w: u32, h: u32) -> TypedModel {
         let cfg = DetectorConfig {
             model: ModelSource::File(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file)),
-            input_size: Some((size, size)),
+            input_size: Some((w, h)),
             ..DetectorConfig::default()
         };
         typed_model(&cfg)
@@ -533,18 +538,23 @@ mod tests {
 
     /// A camera-like input: smooth gradients plus noise, in the model's value range.
     pub(super) fn input(size: usize) -> Tensor {
+        input_wh(size, size)
+    }
+
+    /// [`input`], `w` wide and `h` tall.
+    pub(super) fn input_wh(w: usize, h: usize) -> Tensor {
         let mut s = 12345u32;
-        let data: Vec<f32> = (0..3 * size * size)
+        let data: Vec<f32> = (0..3 * w * h)
             .map(|i| {
                 s ^= s << 13;
                 s ^= s >> 17;
                 s ^= s << 5;
-                let (c, y, x) = (i / (size * size), (i / size) % size, i % size);
+                let (c, y, x) = (i / (w * h), (i / w) % h, i % w);
                 let smooth = ((x as f32 * 0.05 + c as f32).sin() + (y as f32 * 0.03).cos()) * 0.8;
                 smooth + (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
             })
             .collect();
-        Tensor::from_shape(&[1, 3, size, size], &data).expect("tensor")
+        Tensor::from_shape(&[1, 3, h, w], &data).expect("tensor")
     }
 
     /// The shipped INT8 files and their input sizes.
@@ -788,6 +798,45 @@ mod tests {
                 "{described}"
             );
             same_outputs(file, outputs(theirs, &x), outputs(ours, &x));
+        }
+    }
+
+    /// `input_size = "auto"` and `[W, H]` run the same weights at inputs shaped like the
+    /// camera: lookout's int8 ops must stay bit-identical to tract's there too, on non-square
+    /// maps and on grids of odd size (224×96: 7×3 cells at stride 32, upsampled to 14×6).
+    #[test]
+    fn int8_ops_are_bit_identical_at_camera_shaped_sizes() {
+        let file = SHIPPED_INT8[0].0;
+        for (w, h) in [
+            (416u32, 352u32),
+            (416, 320),
+            (416, 256),
+            (352, 416),
+            (224, 96),
+        ] {
+            let x = input_wh(w as usize, h as usize);
+            let theirs = typed_wh(file, w, h).into_optimized().expect("optimize");
+            let mut ours = typed_wh(file, w, h);
+            let early = install_early_kernels(&mut ours, true, true, qconv::KernelPolicy::Auto)
+                .expect("early");
+            let mut ours = ours.into_optimized().expect("optimize");
+            let mut report = install_with(&mut ours, true).expect("install");
+            report.merge_early(early);
+            assert_eq!(
+                count::<qconv::QConvI8>(&ours),
+                34,
+                "{file} at {w}x{h}: convs in the plan"
+            );
+            assert_eq!(
+                count::<upsample_add::FastUpsampleAdd>(&ours),
+                2,
+                "{file} at {w}x{h}: upsample-adds in the plan"
+            );
+            same_outputs(
+                &format!("{file} at {w}x{h}"),
+                outputs(theirs, &x),
+                outputs(ours, &x),
+            );
         }
     }
 

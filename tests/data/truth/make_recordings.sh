@@ -6,6 +6,8 @@
 #   vtest-200-399.mjpeg, vtest-400-599.mjpeg, vtest-600-794.mjpeg
 #                        frames 200-399, 400-599, 600-794 of examples/data/vtest.avi
 #   tree-wind.mjpeg      examples/data/tree.avi, 0-12 s (a tree in wind; no person, vehicle, animal)
+#   vtest-mosaic-half.mjpeg  the bundled clip and the three stretches at half size in a 2x2 mosaic
+#                        (distant people), with its truth made from theirs
 #   plaza-empty-day.mjpeg, plaza-empty-night.mjpeg
 #                        the per-pixel median of vtest.avi (the plaza with nobody in it), cropped
 #                        to leave out the parked vehicles, played for 12 s with sensor noise and
@@ -71,7 +73,18 @@ ff -loop 1 -framerate 10 -i median.png \
   -vf "crop=600:450:0:126,scale=640:480:flags=bicubic,eq=gamma=0.55:contrast=0.7:saturation=0.25:brightness='-0.08+$FLICKER':eval=frame,noise=alls=14:allf=t,format=yuvj420p" \
   -frames:v 120 -c:v mjpeg -q:v 14 -f mjpeg "$OUT/plaza-empty-night.mjpeg"
 
+# Distant people: the bundled clip and the three stretches at half size, one per quadrant,
+# and their truth (scripts/truth/mosaic.py: boxes halved and moved, ids kept per quadrant).
+DEMO="$ROOT/tests/data/demo/vtest-640x480-10fps.mjpeg"
+ff -f mjpeg -framerate 10 -i "$DEMO" -f mjpeg -framerate 10 -i "$OUT/vtest-200-399.mjpeg" \
+  -f mjpeg -framerate 10 -i "$OUT/vtest-400-599.mjpeg" -f mjpeg -framerate 10 -i "$OUT/vtest-600-794.mjpeg" \
+  -filter_complex "[0:v]scale=320:240:flags=area[a];[1:v]scale=320:240:flags=area[b];[2:v]scale=320:240:flags=area[c];[3:v]scale=320:240:flags=area[d];[a][b][c][d]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0:shortest=1,format=yuvj420p" \
+  -frames:v 195 -c:v mjpeg -q:v "$QSCALE" -f mjpeg "$OUT/vtest-mosaic-half.mjpeg"
+"$PY" "$ROOT/scripts/truth/mosaic.py" 640 480 195 "$HERE/vtest-640x480-10fps.gt.txt" \
+  "$HERE/vtest-200-399.gt.txt" "$HERE/vtest-400-599.gt.txt" "$HERE/vtest-600-794.gt.txt" \
+  > "$OUT/vtest-mosaic-half.gt.txt"
+
 echo "from $DEB, ffmpeg $(ffmpeg -version | head -1 | cut -d' ' -f3):"
-for f in vtest-200-399 vtest-400-599 vtest-600-794 tree-wind plaza-empty-day plaza-empty-night; do
+for f in vtest-200-399 vtest-400-599 vtest-600-794 tree-wind plaza-empty-day plaza-empty-night vtest-mosaic-half; do
   printf '%s  %9s bytes  %s.mjpeg\n' "$(sha256sum "$OUT/$f.mjpeg" | cut -d' ' -f1)" "$(stat -c %s "$OUT/$f.mjpeg")" "$f"
 done
