@@ -389,6 +389,31 @@ fn gray_plane_is_an_area_average_of_y() {
         );
         assert_eq!(g.data, reference.data, "{format}");
     }
+    // Exactly half the width (the paired paths): every layout gives the rounded mean of each
+    // 2×2 box of its Y plane, computed here the plain way.
+    let y_plane = encode(&rgb, w, h, PixelFormat::Grey);
+    let halves: Vec<u8> = (0..h / 2)
+        .flat_map(|gy| (0..w / 2).map(move |gx| (gx, gy)))
+        .map(|(gx, gy)| {
+            let at = |x: u32, y: u32| y_plane[(y * w + x) as usize] as u32;
+            let (x, y) = (2 * gx, 2 * gy);
+            ((at(x, y) + at(x + 1, y) + at(x, y + 1) + at(x + 1, y + 1) + 2) / 4) as u8
+        })
+        .collect();
+    for format in [
+        PixelFormat::Grey,
+        PixelFormat::Yuyv,
+        PixelFormat::Uyvy,
+        PixelFormat::Nv12,
+        PixelFormat::Yu12,
+        PixelFormat::Yuv422p,
+    ] {
+        let f = frame(format, encode(&rgb, w, h, format), w, h);
+        let mut g = GrayImage::default();
+        assert!(frame_to_gray(&f, w / 2, &mut g, &mut Scratch::new()).is_ok());
+        assert_eq!((g.width, g.height), (w / 2, h / 2), "{format}");
+        assert_eq!(g.data, halves, "{format} at half width");
+    }
     // Narrower than max_width: kept at full size, scale 1.
     let mut g = GrayImage::default();
     assert!(frame_to_gray(&grey, 1000, &mut g, &mut s).is_ok());

@@ -92,6 +92,15 @@ pub fn frame_to_gray(
                     }
                     continue;
                 }
+                // Packed 4:2:2 (YUYV, UYVY): the two luma samples of a pair are 2 bytes
+                // apart, each pair in 4 bytes (the last row of UYVY ends one byte short).
+                let packed = 4 * gw as usize - 1;
+                if pair && step == 2 && row.len() >= packed {
+                    for (a, p) in acc.iter_mut().zip(row[..packed].chunks(4)) {
+                        *a += p[0] as u32 + p[2] as u32;
+                    }
+                    continue;
+                }
                 for (a, &(c0, c1)) in acc.iter_mut().zip(cols.iter()) {
                     let mut s = 0u32;
                     for c in c0..c1 {
@@ -101,6 +110,11 @@ pub fn frame_to_gray(
                 }
             }
             let nrows = r1 - r0;
+            if pair && nrows == 2 {
+                // 2×2 boxes: the rounded mean is a shift (no division per pixel).
+                out.data.extend(acc.iter().map(|&a| ((a + 2) >> 2) as u8));
+                continue;
+            }
             for (&a, &(c0, c1)) in acc.iter().zip(cols.iter()) {
                 let n = nrows * (c1 - c0);
                 out.data.push(((a + n / 2) / n) as u8);
