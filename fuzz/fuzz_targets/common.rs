@@ -9,9 +9,12 @@ use lookout::source::FrameSource;
 pub const MAX_FRAMES: usize = 8;
 
 /// Reads up to [`MAX_FRAMES`] frames; each must have a size within the limit, and goes through
-/// `frame_to_tensor` (64×48, both resize modes) and `frame_to_gray` with one scratch.
+/// `frame_to_tensor` (64×48, both resize modes), then `frame_to_gray` with the same scratch
+/// (an MJPEG frame: from the colour decode) and with a scratch of its own, as the tracker's
+/// thread has (an MJPEG frame: the JPEG's luma alone), 40 wide and half the frame's width.
 pub fn drain(src: &mut dyn FrameSource) {
     let mut scratch = Scratch::new();
+    let mut gray_scratch = Scratch::new();
     let mut tensor = vec![0.0f32; 3 * 64 * 48];
     let mut gray = GrayImage::default();
     for k in 0..MAX_FRAMES {
@@ -42,9 +45,13 @@ pub fn drain(src: &mut dyn FrameSource) {
                 "non-finite tensor value"
             );
         }
-        if preprocess::frame_to_gray(&frame, 40, &mut gray, &mut scratch).is_ok() {
-            assert_eq!(gray.data.len(), gray.width as usize * gray.height as usize);
-            assert!(gray.width <= 40 && gray.width >= 1 && gray.height >= 1);
+        let half = (frame.width / 2).max(1);
+        for (width, own) in [(40, false), (40, true), (half, true)] {
+            let sc = if own { &mut gray_scratch } else { &mut scratch };
+            if preprocess::frame_to_gray(&frame, width, &mut gray, sc).is_ok() {
+                assert_eq!(gray.data.len(), gray.width as usize * gray.height as usize);
+                assert!(gray.width <= width && gray.width >= 1 && gray.height >= 1);
+            }
         }
     }
 }
