@@ -64,8 +64,6 @@ pub fn frame_to_gray(
         out.data.clear();
         out.data.reserve(gw as usize * gh as usize);
         acc.resize(gw as usize, 0);
-        // Columns all `pair` wide (a frame exactly twice the plane's width) sum in pairs,
-        // which the compiler vectorises; any other ratio walks each column's range.
         let pair = cols.iter().all(|&(c0, c1)| c1 - c0 == 2);
         for &(r0, r1) in rows.iter() {
             acc.fill(0);
@@ -86,39 +84,9 @@ pub fn frame_to_gray(
                         (&luma, 1)
                     }
                 };
-                if pair && step == 1 {
-                    for (a, p) in acc.iter_mut().zip(row.chunks_exact(2)) {
-                        *a += p[0] as u32 + p[1] as u32;
-                    }
-                    continue;
-                }
-                // Packed 4:2:2 (YUYV, UYVY): the two luma samples of a pair are 2 bytes
-                // apart, each pair in 4 bytes (the last row of UYVY ends one byte short).
-                let packed = 4 * gw as usize - 1;
-                if pair && step == 2 && row.len() >= packed {
-                    for (a, p) in acc.iter_mut().zip(row[..packed].chunks(4)) {
-                        *a += p[0] as u32 + p[2] as u32;
-                    }
-                    continue;
-                }
-                for (a, &(c0, c1)) in acc.iter_mut().zip(cols.iter()) {
-                    let mut s = 0u32;
-                    for c in c0..c1 {
-                        s += row[c as usize * step] as u32;
-                    }
-                    *a += s;
-                }
+                add_row(&mut acc, row, step, &cols, pair);
             }
-            let nrows = r1 - r0;
-            if pair && nrows == 2 {
-                // 2×2 boxes: the rounded mean is a shift (no division per pixel).
-                out.data.extend(acc.iter().map(|&a| ((a + 2) >> 2) as u8));
-                continue;
-            }
-            for (&a, &(c0, c1)) in acc.iter().zip(cols.iter()) {
-                let n = nrows * (c1 - c0);
-                out.data.push(((a + n / 2) / n) as u8);
-            }
+            push_means(&mut out.data, &acc, &cols, r1 - r0, pair);
         }
     });
     scratch.gray_cols = std::mem::take(&mut cols);
@@ -126,6 +94,52 @@ pub fn frame_to_gray(
     scratch.gray_acc = acc;
     scratch.gray_luma = luma;
     result
+}
+
+/// Adds one source row's luma to the column sums `acc` (sample `c` of the row at `c·step`).
+/// Columns all two wide (`pair`: a frame exactly twice the plane's width) sum in pairs, which
+/// the compiler vectorises; any other ratio walks each column's range.
+fn add_row(acc: &mut [u32], row: &[u8], step: usize, cols: &[(u32, u32)], pair: bool) {
+    if pair && step == 1 {
+        for (a, p) in acc.iter_mut().zip(row.chunks_exact(2)) {
+            *a += p[0] as u32 + p[1] as u32;
+        }
+        return;
+    }
+    // Packed 4:2:2 (YUYV, UYVY): the two luma samples of a pair are 2 bytes apart, each pair
+    // in 4 bytes (the last row of UYVY ends one byte short).
+    let n = acc.len();
+    if pair && step == 2 && n > 0 && row.len() > 4 * (n - 1) + 2 {
+        // Whole 4-byte groups (vectorised), then the last pair when its group is cut short.
+        let whole = (row.len() / 4).min(n);
+        for (a, p) in acc[..whole].iter_mut().zip(row.chunks_exact(4)) {
+            *a += p[0] as u32 + p[2] as u32;
+        }
+        if whole < n {
+            acc[n - 1] += row[4 * (n - 1)] as u32 + row[4 * (n - 1) + 2] as u32;
+        }
+        return;
+    }
+    for (a, &(c0, c1)) in acc.iter_mut().zip(cols) {
+        let mut s = 0u32;
+        for c in c0..c1 {
+            s += row[c as usize * step] as u32;
+        }
+        *a += s;
+    }
+}
+
+/// Appends the rounded mean of each column sum `acc` over `nrows` rows to `out`.
+fn push_means(out: &mut Vec<u8>, acc: &[u32], cols: &[(u32, u32)], nrows: u32, pair: bool) {
+    if pair && nrows == 2 {
+        // 2×2 boxes: the rounded mean is a shift (no division per pixel).
+        out.extend(acc.iter().map(|&a| ((a + 2) >> 2) as u8));
+        return;
+    }
+    for (&a, &(c0, c1)) in acc.iter().zip(cols) {
+        let n = nrows * (c1 - c0);
+        out.push(((a + n / 2) / n) as u8);
+    }
 }
 
 /// Where a frame's luma is read from.
