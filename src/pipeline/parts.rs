@@ -376,6 +376,26 @@ mod tests {
     }
 
     #[test]
+    fn under_auto_a_new_frame_shape_loads_the_model_at_its_size() {
+        let mut old = small();
+        old.model.input_size = crate::config::InputSize::Auto;
+        let mut parts = build(&old, None).unwrap();
+        let size = |p: &Parts| (p.detector.info().input_w, p.detector.info().input_h);
+        assert_eq!(size(&parts), (416, 352), "4:3 frames of [source]");
+        assert!(parts.keeps_model(&old, &old));
+        let mut new = old.clone();
+        new.source.width = 1280;
+        new.source.height = 720;
+        assert!(
+            !parts.keeps_model(&old, &new),
+            "[model] is the same, the size it comes to is not"
+        );
+        let done = parts.reconcile(&old, &new, Reconcile::default()).unwrap();
+        assert!(done.changed.contains(&Part::Model), "{:?}", done.changed);
+        assert_eq!(size(&parts), (416, 256));
+    }
+
+    #[test]
     fn restart_reopens_the_source_and_the_tracker_but_keeps_the_model() {
         let cfg = small();
         let mut parts = build(&cfg, None).unwrap();
