@@ -338,6 +338,15 @@ fn short_and_broken_frames_are_errors() {
     assert!(matches!(e, Err(PreprocessError::BadOutput { .. })), "{e:?}");
 }
 
+/// The formats whose luma the gray plane reads directly, besides GREY.
+const YUV_LAYOUTS: [PixelFormat; 5] = [
+    PixelFormat::Yuyv,
+    PixelFormat::Uyvy,
+    PixelFormat::Nv12,
+    PixelFormat::Yu12,
+    PixelFormat::Yuv422p,
+];
+
 #[test]
 fn gray_plane_is_an_area_average_of_y() {
     // Y plane with a known pattern: value = 2·x + y (small enough to stay in u8).
@@ -372,13 +381,7 @@ fn gray_plane_is_an_area_average_of_y() {
         assert!(frame_to_gray(&f, 40, &mut g, &mut Scratch::new()).is_ok());
         g
     };
-    for format in [
-        PixelFormat::Yuyv,
-        PixelFormat::Uyvy,
-        PixelFormat::Nv12,
-        PixelFormat::Yu12,
-        PixelFormat::Yuv422p,
-    ] {
+    for format in YUV_LAYOUTS {
         let f = frame(format, encode(&rgb, w, h, format), w, h);
         let mut g = GrayImage::default();
         assert!(frame_to_gray(&f, 40, &mut g, &mut s).is_ok());
@@ -400,14 +403,7 @@ fn gray_plane_is_an_area_average_of_y() {
             ((at(x, y) + at(x + 1, y) + at(x, y + 1) + at(x + 1, y + 1) + 2) / 4) as u8
         })
         .collect();
-    for format in [
-        PixelFormat::Grey,
-        PixelFormat::Yuyv,
-        PixelFormat::Uyvy,
-        PixelFormat::Nv12,
-        PixelFormat::Yu12,
-        PixelFormat::Yuv422p,
-    ] {
+    for format in std::iter::once(PixelFormat::Grey).chain(YUV_LAYOUTS) {
         let f = frame(format, encode(&rgb, w, h, format), w, h);
         let mut g = GrayImage::default();
         assert!(frame_to_gray(&f, w / 2, &mut g, &mut Scratch::new()).is_ok());

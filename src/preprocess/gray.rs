@@ -1,6 +1,6 @@
 //! The tracker's gray plane of a frame: an area-averaged, downscaled luma plane.
 
-use super::jpeg::{decode_jpeg_luma, DecodedKey};
+use super::jpeg::{decode_frame, DecodedKey, Output};
 use super::layout::{layout, Layout};
 use super::{check_size, prepare, PreprocessError, Scratch};
 use crate::frame::{Frame, GrayImage, PixelFormat};
@@ -160,29 +160,9 @@ enum Source<'a> {
 /// `scratch` for an MJPEG frame decoded for the model, else the JPEG's luma decoded into
 /// `scratch.gray_jpeg`.
 fn source<'a>(frame: &'a Frame, scratch: &'a mut Scratch) -> Result<Source<'a>, PreprocessError> {
-    let (w, h) = (frame.width, frame.height);
-    let key = DecodedKey {
-        seq: frame.seq,
-        captured_at: frame.captured_at,
-        len: frame.data.len(),
-    };
-    if frame.format == PixelFormat::Mjpeg && scratch.decoded.key != Some(key) {
-        let (dw, dh) =
-            decode_jpeg_luma(&frame.data, &mut scratch.gray_jpeg).map_err(|message| {
-                PreprocessError::Decode {
-                    seq: frame.seq,
-                    message,
-                }
-            })?;
-        if (dw, dh) != (w, h) {
-            return Err(PreprocessError::JpegSize {
-                seq: frame.seq,
-                width: w,
-                height: h,
-                found_w: dw,
-                found_h: dh,
-            });
-        }
+    let w = frame.width;
+    if frame.format == PixelFormat::Mjpeg && scratch.decoded.key != Some(DecodedKey::of(frame)) {
+        decode_frame(frame, &mut scratch.gray_jpeg, Output::Luma)?;
         return Ok(Source::Plane {
             data: &scratch.gray_jpeg,
             offset: 0,

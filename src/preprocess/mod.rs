@@ -314,28 +314,10 @@ fn prepare<'a>(
         check_size(frame)?;
         return Ok((layout(frame.format, w, h), &frame.data));
     }
-    let key = DecodedKey {
-        seq: frame.seq,
-        captured_at: frame.captured_at,
-        len: frame.data.len(),
-    };
+    let key = DecodedKey::of(frame);
     if decoded.key != Some(key) {
         decoded.key = None;
-        let (dw, dh) = decode_jpeg_rgb(&frame.data, &mut decoded.rgb).map_err(|message| {
-            PreprocessError::Decode {
-                seq: frame.seq,
-                message,
-            }
-        })?;
-        if (dw, dh) != (w, h) {
-            return Err(PreprocessError::JpegSize {
-                seq: frame.seq,
-                width: w,
-                height: h,
-                found_w: dw,
-                found_h: dh,
-            });
-        }
+        jpeg::decode_frame(frame, &mut decoded.rgb, jpeg::Output::Rgb)?;
         decoded.key = Some(key);
     }
     Ok((Layout::Rgb { w, h }, &decoded.rgb))
