@@ -18,6 +18,12 @@
 //! geometries (1×1 with k = 9 × channels), a 1×1 head conv and the stem (3×3, stride 2, whose
 //! im2col `QConvI8` writes itself). Same outputs bit for bit (tests).
 //!
+//! `int8_conv3x3`: the shipped model's 3×3 stride-1 convolutions (channels in = out, at each
+//! pyramid level) with lookout's kernels for CPUs without the dot product: the pairwise
+//! matmul over the im2col (`pairwise`) and Winograd F(2×2, 3×3) (`winograd`). Same outputs bit
+//! for bit (tests). Off aarch64 both run their portable code: count them on the Pi's code
+//! path (`lookout bench --inference-only` under the ARM proxy, docs/performance.md).
+//!
 //! `int8_model`: the built-in FP32 and INT8 models, whole (preprocessing, inference, decoding)
 //! on `tests/data/chelsea.jpg`, at 1 and 2 threads, one after the other in one run (compare
 //! ratios; `lookout bench --inference-only` gives the same on a Pi).
@@ -29,13 +35,14 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lookout::detect::embedded::Precision;
 use lookout::detect::int8::fast_pack::layout_of;
-use lookout::detect::int8::install_early_with;
 use lookout::detect::int8::lut::FastLut;
 use lookout::detect::int8::pack::{pack, Source};
+use lookout::detect::int8::qconv::KernelPolicy;
 use lookout::detect::int8::qconv::{window_conv_model, Window};
 use lookout::detect::int8::quant::FastQuantize;
 use lookout::detect::int8::resize::FastResize;
 use lookout::detect::int8::upsample_add::{FastUpsampleAdd, Operand, Output};
+use lookout::detect::int8::{install_early_kernels, install_early_with};
 use lookout::detect::{read_rgb_image, Detector, DetectorConfig, ModelSource};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{EvalContext, EvalOp, TypedOp};
@@ -181,6 +188,39 @@ fn bench_conv(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_conv3x3(c: &mut Criterion) {
+    let mut g = c.benchmark_group("int8_conv3x3");
+    let same = Window {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [(1, 1), (1, 1)],
+    };
+    for (ch, side) in [(32usize, 104usize), (64, 52), (128, 26), (256, 13)] {
+        let model = window_conv_model(ch, ch, [side, side], same, 0, 7).expect("model");
+        let data: Vec<i8> = (0..ch * side * side).map(|i| (i * 7 % 251) as i8).collect();
+        let x = Tensor::from_shape(&[1, ch, side, side], &data)
+            .expect("tensor")
+            .into_tvalue();
+        g.throughput(Throughput::Elements((9 * ch * ch * side * side) as u64));
+        for (name, policy) in [
+            ("pairwise", KernelPolicy::Pairwise),
+            ("winograd", KernelPolicy::Winograd),
+        ] {
+            let mut ours = model.clone();
+            install_early_kernels(&mut ours, true, true, policy).expect("install");
+            let plan = ours
+                .into_optimized()
+                .and_then(|m| m.into_runnable())
+                .expect("plan");
+            let id = format!("{ch}to{ch}/{side}x{side}");
+            g.bench_with_input(BenchmarkId::new(name, &id), &x, |b, x| {
+                b.iter(|| black_box(plan.run(tvec!(x.clone())).expect("run")))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn bench_upsample_add(c: &mut Criterion) {
     let ctx = EvalContext::out_of_plan();
     let mut g = c.benchmark_group("int8_upsample_add");
@@ -299,6 +339,7 @@ criterion_group!(
     bench_ops,
     bench_upsample_add,
     bench_conv,
+    bench_conv3x3,
     bench_model
 );
 criterion_main!(benches);

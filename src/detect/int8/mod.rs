@@ -42,6 +42,7 @@ pub mod taps_early;
 pub mod taps_pack;
 pub(crate) mod tensors;
 pub mod upsample_add;
+pub mod winograd;
 
 use rewrite::replace_reading;
 use tract_onnx::prelude::*;
@@ -569,6 +570,9 @@ mod tests {
     /// take. Its outputs are bit-identical to the shipped 320 file's.
     pub(super) const I2CS_INT8: (&str, u32) = ("tests/data/nanodet-g-320-int8-i2cs.onnx", 320);
 
+    /// The shipped graphs' 3×3 stride-1 convolutions (the rest: the stride-2 ones and 1×1).
+    const WINOGRAD_CONVS: usize = 24;
+
     /// The shipped files and the in-graph-im2col one, each with its number of im2cols.
     const ALL_INT8: [(&str, u32, usize); 3] = [
         (SHIPPED_INT8[0].0, SHIPPED_INT8[0].1, 0),
@@ -732,6 +736,7 @@ mod tests {
         let mut runs = vec![(big, auto), (small, auto), (i2cs, auto)];
         if !cfg!(target_arch = "arm") {
             runs.push((small, pairwise));
+            runs.push((small, qconv::KernelPolicy::Winograd));
         }
         for ((file, size, i2c), policy) in runs {
             let x = input(size as usize);
@@ -743,6 +748,16 @@ mod tests {
                     early.conv_kernels,
                     [(pairwise::NAME.to_string(), 34)],
                     "{file}: every weight in −127..=127"
+                );
+            }
+            if policy == qconv::KernelPolicy::Winograd {
+                assert_eq!(
+                    early.conv_kernels,
+                    [
+                        (winograd::NAME.to_string(), WINOGRAD_CONVS),
+                        (pairwise::NAME.to_string(), 34 - WINOGRAD_CONVS)
+                    ],
+                    "{file}: every 3×3 stride-1 convolution by Winograd"
                 );
             }
             assert_eq!(

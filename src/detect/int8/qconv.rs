@@ -41,6 +41,7 @@ use super::lut::{lookup_in_place, FastLut};
 use super::pack::{self, Layout, Source};
 use super::pairwise::{self, PackedWeights};
 use super::taps::FastTaps;
+use super::winograd;
 
 /// About this many bytes of packed activations per band: they stay in the L2 cache of a
 /// Pi 4 or 5 between being packed and being read by the kernel.
@@ -61,6 +62,7 @@ struct BandMemory {
     scratch: Option<(String, Box<dyn ScratchSpace>)>,
     columns: Vec<i8>,
     products: Option<Tensor>,
+    winograd: winograd::Scratch,
 }
 
 /// A [`QConvI8`]'s weights, packed once for the kernel that computes the products.
@@ -70,6 +72,8 @@ enum Weights {
     Tract(Arc<Box<dyn MMMInputValue>>),
     /// For lookout's [`pairwise`] kernel (tract's then adds them and requantizes).
     Pairwise(Arc<PackedWeights>),
+    /// For lookout's [`winograd`] 3×3 convolution (tract's then adds them and requantizes).
+    Winograd(Arc<winograd::Weights>),
 }
 
 impl PartialEq for Weights {
@@ -77,6 +81,7 @@ impl PartialEq for Weights {
         match (self, other) {
             (Weights::Tract(a), Weights::Tract(b)) => a.dyn_eq(&***b),
             (Weights::Pairwise(a), Weights::Pairwise(b)) => a == b,
+            (Weights::Winograd(a), Weights::Winograd(b)) => a == b,
             _ => false,
         }
     }
@@ -85,12 +90,17 @@ impl PartialEq for Weights {
 /// Which matmul a [`QConvI8`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelPolicy {
-    /// lookout's [`pairwise`] kernel where tract's choice is its int8 kernel without the dot
-    /// product on aarch64 (`arm64simd_mmm_i32_8x8`: Pi 4, Pi 3, Zero 2 W); tract's elsewhere.
+    /// lookout's [`pairwise`] kernel, and its [`winograd`] convolution for the 3×3 stride-1
+    /// convolutions, where tract's choice is its int8 kernel without the dot product on
+    /// aarch64 (`arm64simd_mmm_i32_8x8`: Pi 4, Pi 3, Zero 2 W); tract's elsewhere.
     Auto,
     /// lookout's [`pairwise`] kernel wherever the weights fit (its portable code off
-    /// aarch64: for tests).
+    /// aarch64: for tests), and never [`winograd`].
     Pairwise,
+    /// lookout's [`winograd`] convolution for every 3×3 stride-1 convolution it computes
+    /// exactly, its [`pairwise`] kernel for the others (portable code off aarch64: for
+    /// tests).
+    Winograd,
     /// tract's kernels only.
     Tract,
 }
@@ -102,6 +112,7 @@ impl KernelPolicy {
     pub fn from_env() -> Self {
         match std::env::var("LOOKOUT_INT8_KERNEL") {
             Ok(v) if v == pairwise::NAME => KernelPolicy::Pairwise,
+            Ok(v) if v == winograd::NAME => KernelPolicy::Winograd,
             Ok(v) if !v.is_empty() => KernelPolicy::Tract,
             _ => KernelPolicy::Auto,
         }
@@ -115,8 +126,17 @@ impl KernelPolicy {
                     && kernel.starts_with("arm64simd_mmm_i32_8x8")
                     && !kernel.contains("dot")
             }
-            KernelPolicy::Pairwise => true,
+            KernelPolicy::Pairwise | KernelPolicy::Winograd => true,
             KernelPolicy::Tract => false,
+        }
+    }
+
+    /// Whether to run [`winograd`] for the 3×3 stride-1 convolutions instead of tract's
+    /// `kernel`.
+    fn winograd_over(self, kernel: &str) -> bool {
+        match self {
+            KernelPolicy::Auto | KernelPolicy::Winograd => self.pairwise_over(kernel),
+            KernelPolicy::Pairwise | KernelPolicy::Tract => false,
         }
     }
 }
@@ -186,8 +206,10 @@ impl std::hash::Hash for QConvI8 {
         self.scaler.hash(state);
         self.taps.hash(state);
         self.lut.hash(state);
-        if let Weights::Pairwise(w) = &self.weights {
-            w.hash(state);
+        match &self.weights {
+            Weights::Pairwise(w) => w.hash(state),
+            Weights::Winograd(w) => w.hash(state),
+            Weights::Tract(_) => {}
         }
     }
 }
@@ -304,6 +326,31 @@ fn pack_weights(
             Weights::Tract(Arc::new(a_format.prepare_one(&w2, 1, 0).ok()?))
         }
     })
+}
+
+/// The thread's kept i32 products tensor when it holds `need` values, else a new one.
+fn reuse_products(kept: &mut Option<Tensor>, need: usize) -> TractResult<Tensor> {
+    match kept.take() {
+        Some(t) if t.len() >= need => Ok(t),
+        _ => Tensor::zero::<i32>(&[need]),
+    }
+}
+
+/// The [m, 9·c] weights of an im2col'd 3×3 convolution (tap `t` at kernel position `at[t]`)
+/// for [`winograd`], or `None` when they do not fit it.
+fn winograd_weights(w_i8: &[i8], m: usize, at: [(usize, usize); 9], c: usize) -> Option<Weights> {
+    let k = 9 * c;
+    if w_i8.len() != m * k {
+        return None;
+    }
+    let mut tap_of = [0usize; 9];
+    for (t, &(dy, dx)) in at.iter().enumerate() {
+        *tap_of.get_mut(dy * 3 + dx)? = t;
+    }
+    let w = winograd::Weights::new(m, c, |o, i, dy, dx| {
+        w_i8[o * k + tap_of[dy * 3 + dx] * c + i]
+    })?;
+    Some(Weights::Winograd(Arc::new(w)))
 }
 
 /// The bias of the convolution `node` as `m` i32 values (one per output channel, or one for
@@ -464,6 +511,12 @@ impl QConvI8 {
         let b_layout = layout_of(&**b_format)?;
         let w_i8 = weights_in_taps_order(w.as_bytes(), m, k, c, kh * kw);
         let weights = pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format)?;
+        let weights = match (&weights, taps.as_ref().and_then(FastTaps::same_3x3)) {
+            (Weights::Pairwise(_), Some((at, c_in))) if policy.winograd_over(mmm.name()) => {
+                winograd_weights(&w_i8, m, at, c_in).unwrap_or(weights)
+            }
+            _ => weights,
+        };
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
         let op = QConvI8 {
             m,
@@ -536,6 +589,7 @@ impl QConvI8 {
     pub fn kernel_name(&self) -> &str {
         match self.weights {
             Weights::Pairwise(_) => pairwise::NAME,
+            Weights::Winograd(_) => winograd::NAME,
             Weights::Tract(_) => self.mmm.name(),
         }
     }
@@ -637,6 +691,38 @@ impl QConvI8 {
                 let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
                 return self.band_pairwise(memory, w, &source, &view, n);
             }
+            Weights::Winograd(wg) => {
+                let plane = wg.c() * n;
+                let input = src
+                    .get(b * plane..(b + 1) * plane)
+                    .context("QConvI8: input too short")?;
+                let need = self.m * cols;
+                let mut products = reuse_products(&mut mem.products, need)?;
+                let mut plain = products
+                    .as_plain_ram_mut()
+                    .context("QConvI8: products not in memory")?;
+                let fits = winograd::products(
+                    wg,
+                    input,
+                    [h, w],
+                    [y0, y1],
+                    &mut mem.winograd,
+                    plain.as_slice_mut()?,
+                    cols,
+                );
+                ensure!(
+                    fits,
+                    "QConvI8: rows {y0}..{y1} do not fit the 3×3 convolution"
+                );
+                return self.add_products(
+                    &mut mem.scratch,
+                    &mut mem.products,
+                    products,
+                    [cols, cols],
+                    &view,
+                    n,
+                );
+            }
         };
         let pl = self.b_layout.panel_len(k);
         let panels = self.b_layout.panels(cols);
@@ -716,18 +802,36 @@ impl QConvI8 {
         );
         let stride = pairwise::n_padded(cols);
         let need = weights.m_padded() * stride;
-        let mut products = match kept_products.take() {
-            Some(t) if t.len() >= need => t,
-            _ => Tensor::zero::<i32>(&[need])?,
-        };
+        let mut products = reuse_products(kept_products, need)?;
         let mut plain = products
             .as_plain_ram_mut()
             .context("QConvI8: products not in memory")?;
         let fits = pairwise::matmul(weights, columns, cols, plain.as_slice_mut()?, stride);
         ensure!(fits, "QConvI8: products of {cols} columns do not fit");
+        self.add_products(scratch, kept_products, products, [cols, stride], view, n)
+    }
+
+    /// tract's kernel adds the raw i32 `products` (rows 0..m, `cols` columns, row stride
+    /// `stride`, written by lookout's kernel) as a tile, then requantizes and stores the band
+    /// into `view` as after its own matmul; the products tensor is kept for the next band.
+    fn add_products(
+        &self,
+        scratch: &mut Option<(String, Box<dyn ScratchSpace>)>,
+        kept_products: &mut Option<Tensor>,
+        products: Tensor,
+        [cols, stride]: [usize; 2],
+        view: &TensorView,
+        n: usize,
+    ) -> TractResult<()> {
+        ensure!(
+            cols <= stride && products.len() >= (self.m - 1) * stride + cols,
+            "QConvI8: {} products for {} rows of {cols}",
+            products.len(),
+            self.m
+        );
         // SAFETY: the kernel reads rows 0..m, columns 0..cols of the products with a row
-        // stride of `stride` i32: inside the tensor (m_padded · stride items, checked by
-        // `pairwise::matmul`), which is not written or moved until the kernel returns.
+        // stride of `stride` i32: inside the tensor (its length checked just above), which is
+        // not written or moved until the kernel returns.
         let added = unsafe {
             self.mmm
                 .c_from_data_and_strides(4, stride as isize, 1)
@@ -809,7 +913,14 @@ impl QConvI8 {
             Executor::MultiThread(pool) => pool.current_num_threads(),
             _ => 1,
         };
-        let per_item = band_rows(h, rows, threads);
+        let per_item = match self.weights {
+            // Winograd computes outputs two rows at a time: bands of whole pairs of rows.
+            Weights::Winograd(_) => band_rows(h.div_ceil(2), rows.div_ceil(2), threads)
+                .into_iter()
+                .map(|(y0, n)| (2 * y0, (2 * n).min(h - 2 * y0)))
+                .collect(),
+            _ => band_rows(h, rows, threads),
+        };
         let bands: Vec<(usize, usize, usize)> = (0..batch)
             .flat_map(|b| per_item.iter().map(move |&(y0, rows)| (b, y0, rows)))
             .collect();
@@ -1067,10 +1178,15 @@ mod tests {
     }
 
     /// `model` (one quantized conv) with the conv taken by `QConvI8` gives tract's bytes on
-    /// `x`, at 1 and 2 threads, with tract's kernel and with lookout's pairwise one.
+    /// `x`, at 1 and 2 threads, with tract's kernel, with lookout's pairwise one and (for a
+    /// 3×3 stride-1 convolution) its Winograd one.
     fn assert_ours_match_tracts(model: TypedModel, x: &Tensor, case: &str) {
         let theirs = run(model.clone(), x);
-        for policy in [KernelPolicy::Tract, KernelPolicy::Pairwise] {
+        for policy in [
+            KernelPolicy::Tract,
+            KernelPolicy::Pairwise,
+            KernelPolicy::Winograd,
+        ] {
             let mut ours = model.clone();
             let report =
                 super::super::install_early_kernels(&mut ours, true, true, policy).unwrap();
@@ -1249,6 +1365,57 @@ mod tests {
             .unwrap();
             assert_ours_match_tracts(model, &x, &format!("case {i} ({w:?})"));
         }
+    }
+
+    /// 3×3 stride-1 convolutions padded by one (the graphs' im2col'd ones) by Winograd:
+    /// tract's bytes at 1 and 2 threads, for a tall map cut into bands of odd and even rows,
+    /// odd sizes, one pixel, one channel, partial blocks of channels, a non-zero output zero
+    /// point; other windows keep the pairwise kernel under the same policy.
+    #[test]
+    fn winograd_convolutions_match_tracts_bit_for_bit() {
+        let same = Window {
+            kernel: [3, 3],
+            strides: [1, 1],
+            pads: [(1, 1), (1, 1)],
+        };
+        let cases: [(usize, usize, [usize; 2], i8); 6] = [
+            (16, 24, [104, 52], 0),
+            (8, 16, [13, 11], 2),
+            (1, 1, [1, 1], 0),
+            (130, 9, [7, 6], -4),
+            (32, 64, [26, 26], 0),
+            (3, 8, [2, 17], 0),
+        ];
+        for (i, &(k, m, hw, y0)) in cases.iter().enumerate() {
+            let model = window_conv_model(k, m, hw, same, y0, 60 + i as u64).unwrap();
+            let x = Tensor::from_shape(
+                &[1, k, hw[0], hw[1]],
+                &noise_i8(k * hw[0] * hw[1], 160 + i as u64),
+            )
+            .unwrap();
+            let case = format!("case {i} ({k}→{m}, {hw:?})");
+            let theirs = run(model.clone(), &x);
+            let mut ours = model;
+            let report =
+                super::super::install_early_kernels(&mut ours, true, true, KernelPolicy::Winograd)
+                    .unwrap();
+            assert_eq!(
+                report.conv_kernels,
+                [(winograd::NAME.to_string(), 1)],
+                "{case}"
+            );
+            assert_same_bytes(&theirs, ours, &x, &case);
+        }
+        let stem = Window {
+            kernel: [3, 3],
+            strides: [2, 2],
+            pads: [(1, 1), (1, 1)],
+        };
+        let mut model = window_conv_model(3, 8, [9, 9], stem, 0, 1).unwrap();
+        let report =
+            super::super::install_early_kernels(&mut model, true, true, KernelPolicy::Winograd)
+                .unwrap();
+        assert_eq!(report.conv_kernels, [(pairwise::NAME.to_string(), 1)]);
     }
 
     /// What the op does not compute stays tract's: a dilation, groups, a float convolution.

@@ -310,6 +310,35 @@ impl FastTaps {
         }
     }
 
+    /// When the taps are a 3×3, stride-1 convolution's im2col of an NCHW input, zero-padded
+    /// by one on each side ([`Self::planar`]): each tap's kernel position `(dy, dx)`, in
+    /// concat order, every position once; with the input's channels.
+    pub(super) fn same_3x3(&self) -> Option<([(usize, usize); 9], usize)> {
+        if !self.planar()
+            || self.taps.len() != 9
+            || self.fill != 0
+            || self.pads[2..] != [(1, 1), (1, 1)]
+        {
+            return None;
+        }
+        let mut at = [(0, 0); 9];
+        let mut seen = [false; 9];
+        for (tap, slot) in self.taps.iter().zip(&mut at) {
+            let (my, mx) = (tap.maps[2], tap.maps[3]);
+            if tap.shape[2..] != self.in_shape[2..]
+                || my.stride != 1
+                || mx.stride != 1
+                || my.offset > 2
+                || mx.offset > 2
+                || std::mem::replace(&mut seen[my.offset * 3 + mx.offset], true)
+            {
+                return None;
+            }
+            *slot = (my.offset, mx.offset);
+        }
+        Some((at, self.in_shape[1]))
+    }
+
     /// The output's shape.
     pub(super) fn out_shape(&self) -> &[usize] {
         &self.out_shape
