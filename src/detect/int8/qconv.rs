@@ -47,6 +47,11 @@ use super::winograd;
 /// Pi 4 or 5 between being packed and being read by the kernel.
 const BAND_BYTES: usize = 128 * 1024;
 
+/// About this many bytes of transformed inputs per band for [`winograd`] (16 i16 values per
+/// tile and input channel): they stay in the L2 cache of a Pi 4 or 5 while the band's
+/// output channels are computed.
+const WINOGRAD_BAND_BYTES: usize = 256 * 1024;
+
 /// Alignment of the packed activations: a cache line, at least what any of tract's int8
 /// kernels loads with aligned vector loads (64 bytes for AVX-512 and AMX).
 const PANEL_ALIGN: usize = 64;
@@ -913,12 +918,16 @@ impl QConvI8 {
             Executor::MultiThread(pool) => pool.current_num_threads(),
             _ => 1,
         };
-        let per_item = match self.weights {
-            // Winograd computes outputs two rows at a time: bands of whole pairs of rows.
-            Weights::Winograd(_) => band_rows(h.div_ceil(2), rows.div_ceil(2), threads)
-                .into_iter()
-                .map(|(y0, n)| (2 * y0, (2 * n).min(h - 2 * y0)))
-                .collect(),
+        let per_item = match &self.weights {
+            // Winograd computes outputs two rows at a time: bands of whole pairs of rows,
+            // about WINOGRAD_BAND_BYTES of transformed inputs each (fewer padded tiles).
+            Weights::Winograd(wg) => {
+                let tile_rows = WINOGRAD_BAND_BYTES / (32 * wg.c()).max(1) / w.div_ceil(2).max(1);
+                band_rows(h.div_ceil(2), tile_rows.max(1), threads)
+            }
+            .into_iter()
+            .map(|(y0, n)| (2 * y0, (2 * n).min(h - 2 * y0)))
+            .collect(),
             _ => band_rows(h, rows, threads),
         };
         let bands: Vec<(usize, usize, usize)> = (0..batch)
