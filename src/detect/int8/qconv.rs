@@ -344,17 +344,7 @@ fn reuse_products(kept: &mut Option<Tensor>, need: usize) -> TractResult<Tensor>
 /// The [m, 9·c] weights of an im2col'd 3×3 convolution (tap `t` at kernel position `at[t]`)
 /// for [`winograd`], or `None` when they do not fit it.
 fn winograd_weights(w_i8: &[i8], m: usize, at: [(usize, usize); 9], c: usize) -> Option<Weights> {
-    let k = 9 * c;
-    if w_i8.len() != m * k {
-        return None;
-    }
-    let mut tap_of = [0usize; 9];
-    for (t, &(dy, dx)) in at.iter().enumerate() {
-        *tap_of.get_mut(dy * 3 + dx)? = t;
-    }
-    let w = winograd::Weights::new(m, c, |o, i, dy, dx| {
-        w_i8[o * k + tap_of[dy * 3 + dx] * c + i]
-    })?;
+    let w = winograd::Weights::from_taps(w_i8, m, c, at)?;
     Some(Weights::Winograd(Arc::new(w)))
 }
 

@@ -57,30 +57,35 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// The transformed weights of `m` output channels over `c` input channels, weight
-    /// `(o, i, dy, dx)` read as `at(o, i, dy, dx)`. `None` when `c` is 0 or above
-    /// [`MAX_CHANNELS`], or a weight is −128 (its transform could leave the range).
-    pub fn new(m: usize, c: usize, at: impl Fn(usize, usize, usize, usize) -> i8) -> Option<Self> {
-        if c == 0 || c > MAX_CHANNELS || m == 0 {
+    /// The transformed weights of `m` output channels over `c` input channels from an
+    /// im2col'd 3×3 convolution's `[m, 9·c]` weights: tap `t` (input channel `i` of output
+    /// `o` at `w[o · 9c + t · c + i]`) at kernel position `at[t]` = `(dy, dx)`. `None` when
+    /// the lengths do not match, the taps are not the 9 positions once each, `c` is 0 or
+    /// above [`MAX_CHANNELS`], or a weight is −128 (its transform could leave the range).
+    pub fn from_taps(w: &[i8], m: usize, c: usize, at: [(usize, usize); 9]) -> Option<Self> {
+        if c == 0 || c > MAX_CHANNELS || m == 0 || w.len() != m * 9 * c || w.contains(&i8::MIN) {
             return None;
+        }
+        let mut tap_of = [usize::MAX; 9];
+        for (t, &(dy, dx)) in at.iter().enumerate() {
+            let slot = tap_of.get_mut(dy * 3 + dx).filter(|_| dx < 3)?;
+            if *slot != usize::MAX {
+                return None;
+            }
+            *slot = t;
         }
         let mbs = m.div_ceil(MB);
         let mut data = vec![0i16; P * mbs * c * MB];
-        for o in 0..m {
+        for (o, row) in w.chunks_exact(9 * c).enumerate() {
+            // Each kernel position's c weights, and where position p of channel 0 goes.
+            let g: [&[i8]; 9] = std::array::from_fn(|q| &row[tap_of[q] * c..][..c]);
+            let base: [usize; P] = std::array::from_fn(|p| (p * mbs + o / MB) * c * MB + o % MB);
             for i in 0..c {
-                let mut g = [[0i16; 3]; 3];
-                for (dy, row) in g.iter_mut().enumerate() {
-                    for (dx, v) in row.iter_mut().enumerate() {
-                        let w = at(o, i, dy, dx);
-                        if w == i8::MIN {
-                            return None;
-                        }
-                        *v = w as i16;
-                    }
-                }
-                let u = transform_weights(&g);
-                for (p, &v) in u.iter().flatten().enumerate() {
-                    data[((p * mbs + o / MB) * c + i) * MB + o % MB] = v;
+                let k =
+                    std::array::from_fn(|dy| std::array::from_fn(|dx| g[dy * 3 + dx][i] as i16));
+                let u = transform_weights(&k);
+                for (&b, &v) in base.iter().zip(u.iter().flatten()) {
+                    data[b + i * MB] = v;
                 }
             }
         }
@@ -668,8 +673,34 @@ mod tests {
         v.into_iter().map(|b| b.max(-127)).collect()
     }
 
+    /// The positions in an order other than row by row, as an im2col may have them.
+    const AT: [(usize, usize); 9] = [
+        (1, 1),
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (1, 0),
+        (1, 2),
+        (2, 0),
+        (2, 1),
+        (2, 2),
+    ];
+
+    /// `g` (`[m][c][3][3]`) in the taps' order of [`AT`].
+    fn taps_order(g: &[i8], m: usize, c: usize) -> Vec<i8> {
+        let mut w = vec![0i8; m * 9 * c];
+        for o in 0..m {
+            for (t, &(dy, dx)) in AT.iter().enumerate() {
+                for i in 0..c {
+                    w[o * 9 * c + t * c + i] = g[((o * c + i) * 3 + dy) * 3 + dx];
+                }
+            }
+        }
+        w
+    }
+
     fn weights(g: &[i8], m: usize, c: usize) -> Weights {
-        Weights::new(m, c, |o, i, dy, dx| g[((o * c + i) * 3 + dy) * 3 + dx]).unwrap()
+        Weights::from_taps(&taps_order(g, m, c), m, c, AT).unwrap()
     }
 
     /// Bit for bit the direct convolution's sums, for odd and even sizes, 1×1 and 1-row
@@ -743,10 +774,21 @@ mod tests {
     /// What cannot be exact or does not fit is refused.
     #[test]
     fn refuses_what_does_not_fit() {
-        assert!(Weights::new(4, MAX_CHANNELS + 1, |_, _, _, _| 1).is_none());
-        assert!(Weights::new(4, 0, |_, _, _, _| 1).is_none());
-        assert!(Weights::new(4, 3, |o, _, _, _| if o == 2 { -128 } else { 1 }).is_none());
-        let wts = Weights::new(2, 3, |_, _, _, _| 1).unwrap();
+        let ones = |m: usize, c: usize| vec![1i8; m * 9 * c];
+        let big = MAX_CHANNELS + 1;
+        assert!(Weights::from_taps(&ones(4, big), 4, big, AT).is_none());
+        assert!(Weights::from_taps(&ones(4, 0), 4, 0, AT).is_none());
+        assert!(Weights::from_taps(&ones(4, 3)[1..], 4, 3, AT).is_none());
+        let mut min = ones(4, 3);
+        min[50] = -128;
+        assert!(Weights::from_taps(&min, 4, 3, AT).is_none());
+        let mut twice = AT;
+        twice[8] = twice[7];
+        assert!(Weights::from_taps(&ones(4, 3), 4, 3, twice).is_none());
+        let mut outside = AT;
+        outside[8] = (0, 3);
+        assert!(Weights::from_taps(&ones(4, 3), 4, 3, outside).is_none());
+        let wts = Weights::from_taps(&ones(2, 3), 2, 3, AT).unwrap();
         let x = vec![0u8; 3 * 4 * 4];
         let mut s = Scratch::default();
         let mut out = vec![0; 2 * 16];
