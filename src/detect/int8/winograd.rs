@@ -81,8 +81,12 @@ impl Weights {
             let g: [&[i8]; 9] = std::array::from_fn(|q| &row[tap_of[q] * c..][..c]);
             let base: [usize; P] = std::array::from_fn(|p| (p * mbs + o / MB) * c * MB + o % MB);
             for i in 0..c {
-                let k =
-                    std::array::from_fn(|dy| std::array::from_fn(|dx| g[dy * 3 + dx][i] as i16));
+                let at = |q: usize| g[q][i] as i16;
+                let k = [
+                    [at(0), at(1), at(2)],
+                    [at(3), at(4), at(5)],
+                    [at(6), at(7), at(8)],
+                ];
                 let u = transform_weights(&k);
                 for (&b, &v) in base.iter().zip(u.iter().flatten()) {
                     data[b + i * MB] = v;
@@ -111,16 +115,23 @@ impl Weights {
 }
 
 /// `G' g G'ᵀ` of one 3×3 kernel.
+#[inline(always)]
 fn transform_weights(g: &[[i16; 3]; 3]) -> [[i16; 4]; 4] {
-    let col = |r: [i16; 3]| [2 * r[0], r[0] + r[1] + r[2], r[0] - r[1] + r[2], 2 * r[2]];
-    // G' g: rows of the 4×3 intermediate.
-    let t = [
-        g[0].map(|v| 2 * v),
-        [0, 1, 2].map(|j| g[0][j] + g[1][j] + g[2][j]),
-        [0, 1, 2].map(|j| g[0][j] - g[1][j] + g[2][j]),
-        g[2].map(|v| 2 * v),
-    ];
-    t.map(col)
+    // Written out: array `map`s stay calls in the load's loop.
+    #[inline(always)]
+    fn g_row(r: [i16; 3]) -> [i16; 4] {
+        [2 * r[0], r[0] + r[1] + r[2], r[0] - r[1] + r[2], 2 * r[2]]
+    }
+    let [a, b, c] = *g;
+    // G' g: the rows of the 4×3 intermediate, then each row · G'ᵀ.
+    let sum = [a[0] + b[0] + c[0], a[1] + b[1] + c[1], a[2] + b[2] + c[2]];
+    let alt = [a[0] - b[0] + c[0], a[1] - b[1] + c[1], a[2] - b[2] + c[2]];
+    [
+        g_row([2 * a[0], 2 * a[1], 2 * a[2]]),
+        g_row(sum),
+        g_row(alt),
+        g_row([2 * c[0], 2 * c[1], 2 * c[2]]),
+    ]
 }
 
 /// A thread's working memory, kept between calls: the band's transformed inputs, four
