@@ -341,6 +341,25 @@ fn reuse_products(kept: &mut Option<Tensor>, need: usize) -> TractResult<Tensor>
     }
 }
 
+/// `weights` (the pairwise kernel's), or [`winograd`]'s for a 3×3 stride-1 convolution whose
+/// im2col `taps` writes, when `policy` wants Winograd over tract's `kernel` and the weights
+/// fit it.
+fn winograd_or(
+    weights: Weights,
+    w_i8: &[i8],
+    m: usize,
+    taps: Option<&FastTaps>,
+    policy: KernelPolicy,
+    kernel: &str,
+) -> Weights {
+    match (&weights, taps.and_then(FastTaps::same_3x3)) {
+        (Weights::Pairwise(_), Some((at, c))) if policy.winograd_over(kernel) => {
+            winograd_weights(w_i8, m, at, c).unwrap_or(weights)
+        }
+        _ => weights,
+    }
+}
+
 /// The [m, 9·c] weights of an im2col'd 3×3 convolution (tap `t` at kernel position `at[t]`)
 /// for [`winograd`], or `None` when they do not fit it.
 fn winograd_weights(w_i8: &[i8], m: usize, at: [(usize, usize); 9], c: usize) -> Option<Weights> {
@@ -506,12 +525,7 @@ impl QConvI8 {
         let b_layout = layout_of(&**b_format)?;
         let w_i8 = weights_in_taps_order(w.as_bytes(), m, k, c, kh * kw);
         let weights = pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format)?;
-        let weights = match (&weights, taps.as_ref().and_then(FastTaps::same_3x3)) {
-            (Weights::Pairwise(_), Some((at, c_in))) if policy.winograd_over(mmm.name()) => {
-                winograd_weights(&w_i8, m, at, c_in).unwrap_or(weights)
-            }
-            _ => weights,
-        };
+        let weights = winograd_or(weights, &w_i8, m, taps.as_ref(), policy, mmm.name());
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
         let op = QConvI8 {
             m,
@@ -687,36 +701,7 @@ impl QConvI8 {
                 return self.band_pairwise(memory, w, &source, &view, n);
             }
             Weights::Winograd(wg) => {
-                let plane = wg.c() * n;
-                let input = src
-                    .get(b * plane..(b + 1) * plane)
-                    .context("QConvI8: input too short")?;
-                let need = self.m * cols;
-                let mut products = reuse_products(&mut mem.products, need)?;
-                let mut plain = products
-                    .as_plain_ram_mut()
-                    .context("QConvI8: products not in memory")?;
-                let fits = winograd::products(
-                    wg,
-                    input,
-                    [h, w],
-                    [y0, y1],
-                    &mut mem.winograd,
-                    plain.as_slice_mut()?,
-                    cols,
-                );
-                ensure!(
-                    fits,
-                    "QConvI8: rows {y0}..{y1} do not fit the 3×3 convolution"
-                );
-                return self.add_products(
-                    &mut mem.scratch,
-                    &mut mem.products,
-                    products,
-                    [cols, cols],
-                    &view,
-                    n,
-                );
+                return self.band_winograd(mem, wg, src, &view, [b, y0, y1], [h, w]);
             }
         };
         let pl = self.b_layout.panel_len(k);
@@ -769,6 +754,44 @@ impl QConvI8 {
         drop(packed);
         mem.blob = Some(blob);
         ran
+    }
+
+    /// A band with lookout's [`winograd`] convolution: the products of output rows `y0..y1`
+    /// of batch item `b` straight from the input (`h × w` planes), then tract's kernel adds
+    /// them and requantizes as after its own matmul.
+    fn band_winograd(
+        &self,
+        mem: &mut BandMemory,
+        wg: &winograd::Weights,
+        src: &[u8],
+        view: &TensorView,
+        [b, y0, y1]: [usize; 3],
+        [h, w]: [usize; 2],
+    ) -> TractResult<()> {
+        let (n, cols) = (h * w, (y1 - y0) * w);
+        let plane = wg.c() * n;
+        let input = src
+            .get(b * plane..(b + 1) * plane)
+            .context("QConvI8: input too short")?;
+        let mut products = reuse_products(&mut mem.products, self.m * cols)?;
+        let mut plain = products
+            .as_plain_ram_mut()
+            .context("QConvI8: products not in memory")?;
+        let fits = winograd::products(
+            wg,
+            input,
+            [h, w],
+            [y0, y1],
+            &mut mem.winograd,
+            plain.as_slice_mut()?,
+            cols,
+        );
+        ensure!(
+            fits,
+            "QConvI8: rows {y0}..{y1} do not fit the 3×3 convolution"
+        );
+        let kept = &mut mem.products;
+        self.add_products(&mut mem.scratch, kept, products, [cols, cols], view, n)
     }
 
     /// A band with lookout's [`pairwise`] kernel: the band's columns packed in its layout,
