@@ -216,7 +216,8 @@ fn transform_inputs(
     // The band's input rows y0 − 1 ..= y0 + 2tr, padded: tile row ty reads rows 2ty ..+ 4.
     let padded_rows = 2 * tr + 2;
     scratch.clear();
-    scratch.resize(padded_rows * span + 8 * half + P * tcp, 0);
+    // The tiles' rows, and a block's width more: a block move may read past the last row.
+    scratch.resize(padded_rows * span + 8 * half + P * tcp + TB, 0);
     let (padded, rest) = scratch.split_at_mut(padded_rows * span);
     let (cols, tiles) = rest.split_at_mut(8 * half);
     // Where each tile row's runs of tiles go in a block row (channel 0): (first tile of
@@ -258,9 +259,14 @@ fn transform_inputs(
                 };
                 rest_runs = more;
                 done += n;
+                // A short run moves a whole block's 8 values (one vector move, not a copy
+                // value by value) when the extra ones land where later runs write: this
+                // channel's next lanes (the next tile row's tiles, or padding) and the next
+                // channel's first ones. Not for the last channel: its extra values would land
+                // in the next block's first channel, already written.
                 let run = Run {
                     tx,
-                    n,
+                    n: if i + 1 < c { TB } else { n },
                     at: at + i * TB,
                 };
                 scatter(tiles, tcp, run, out, per_position);
@@ -278,8 +284,8 @@ struct Run {
     at: usize,
 }
 
-/// Copies `run` of each of the 16 rows of `tiles` (`tcp` apart) to `out`, position `p` at
-/// `run.at + p · per_position`.
+/// Copies `run` of each of the 16 rows of `tiles` (`tcp` apart; a run may read past its row)
+/// to `out`, position `p` at `run.at + p · per_position`.
 fn scatter(tiles: &[i16], tcp: usize, run: Run, out: &mut [i16], per_position: usize) {
     #[cfg(target_arch = "aarch64")]
     if run.n == TB {
@@ -292,10 +298,11 @@ fn scatter(tiles: &[i16], tcp: usize, run: Run, out: &mut [i16], per_position: u
 /// The portable [`scatter`] (on aarch64 for runs shorter than a block, and the tests' twin).
 fn scatter_portable(tiles: &[i16], tcp: usize, run: Run, out: &mut [i16], per_position: usize) {
     let Run { tx, n, at } = run;
-    for (p, row) in tiles.chunks_exact(tcp).take(P).enumerate() {
+    for p in 0..P {
         let dst = &mut out[p * per_position + at..][..n];
+        let src = &tiles[p * tcp + tx..][..n];
         // A fixed 8-step loop, not a `memcpy` call for a few values.
-        for (k, (d, &v)) in dst.iter_mut().zip(&row[tx..tx + n]).enumerate().take(TB) {
+        for (k, (d, &v)) in dst.iter_mut().zip(src).enumerate().take(TB) {
             if k < n {
                 *d = v;
             }
