@@ -24,7 +24,7 @@
 //! `smlal` by lane, 4 multiply-adds per instruction, on tiles of 8 output channels × 8
 //! output tiles (16 accumulator registers). Against the [`super::pairwise`] kernel's 16
 //! multiply-adds in 3 instructions, the 2.25× fewer products leave the 3×3 convolutions about
-//! 0.87× the instructions, transforms included, and the whole model 0.90× on the Pi 4 proxy
+//! 0.8× the instructions, transforms included, and the whole model 0.87× on the Pi 4 proxy
 //! (docs/int8.md). With the dot product (Pi 5) tract's SDOT kernel stays: 16 multiply-adds per
 //! instruction, which 16-bit products cannot beat.
 //!
