@@ -135,8 +135,8 @@ fn transform_weights(g: &[[i16; 3]; 3]) -> [[i16; 4]; 4] {
     ]
 }
 
-/// A thread's working memory, kept between calls: the band's transformed inputs, four
-/// padded input rows and one block's sums.
+/// A thread's working memory, kept between calls: the band's transformed inputs, its
+/// padded input rows with their row transforms, and one block's sums.
 #[derive(Debug, Default)]
 pub struct Scratch {
     inputs: Vec<i16>,
@@ -193,11 +193,12 @@ pub fn products(
 /// The transformed 4×4 input tiles of a band: tile `(ty, tx)` reads input rows
 /// `y0 + 2ty − 1 ..+ 4` and columns `2tx − 1 ..+ 4`, zeros outside the image.
 ///
-/// Per channel and tile row, in passes over whole rows: the four input rows widened into
-/// zero-padded rows; `Bᵀ·` down every column, split into even and odd columns ([`vertical`]);
-/// `·B` along the rows ([`horizontal`]: tile `tx` reads columns `2tx ..+ 4`, i.e. even `tx`,
-/// odd `tx`, even `tx + 1`, odd `tx + 1`), 16 rows of tiles; then each copied into its
-/// blocks. The rows are padded to whole vectors of 8, so the passes have no remainder loop.
+/// Per channel, the band's input rows are widened once into zero-padded rows; then per tile
+/// row, in passes over whole rows: `Bᵀ·` down every column of its four rows, split into even
+/// and odd columns ([`vertical`]); `·B` along the rows ([`horizontal`]: tile `tx` reads
+/// columns `2tx ..+ 4`, i.e. even `tx`, odd `tx`, even `tx + 1`, odd `tx + 1`), 16 rows of
+/// tiles; then each run of tiles moved into its block ([`scatter`]). The rows are padded to
+/// whole vectors of 8, so the passes have no remainder loop.
 fn transform_inputs(
     input: &[u8],
     [h, w]: [usize; 2],
