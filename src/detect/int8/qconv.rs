@@ -341,28 +341,20 @@ fn reuse_products(kept: &mut Option<Tensor>, need: usize) -> TractResult<Tensor>
     }
 }
 
-/// `weights` (the pairwise kernel's), or [`winograd`]'s for a 3×3 stride-1 convolution whose
-/// im2col `taps` writes, when `policy` wants Winograd over tract's `kernel` and the weights
-/// fit it.
-fn winograd_or(
-    weights: Weights,
+/// [`winograd`]'s weights for a 3×3 stride-1 convolution whose im2col `taps` writes, when
+/// `policy` wants Winograd over tract's `kernel` and the weights fit it (else the caller
+/// packs them for the pairwise kernel or tract's).
+fn winograd_weights(
     w_i8: &[i8],
     m: usize,
     taps: Option<&FastTaps>,
     policy: KernelPolicy,
     kernel: &str,
-) -> Weights {
-    match (&weights, taps.and_then(FastTaps::same_3x3)) {
-        (Weights::Pairwise(_), Some((at, c))) if policy.winograd_over(kernel) => {
-            winograd_weights(w_i8, m, at, c).unwrap_or(weights)
-        }
-        _ => weights,
+) -> Option<Weights> {
+    if !policy.winograd_over(kernel) {
+        return None;
     }
-}
-
-/// The [m, 9·c] weights of an im2col'd 3×3 convolution (tap `t` at kernel position `at[t]`)
-/// for [`winograd`], or `None` when they do not fit it.
-fn winograd_weights(w_i8: &[i8], m: usize, at: [(usize, usize); 9], c: usize) -> Option<Weights> {
+    let (at, c) = taps?.same_3x3()?;
     let w = winograd::Weights::from_taps(w_i8, m, c, at)?;
     Some(Weights::Winograd(Arc::new(w)))
 }
@@ -524,8 +516,8 @@ impl QConvI8 {
         let (a_format, b_format) = mmm.packings().get(packing)?;
         let b_layout = layout_of(&**b_format)?;
         let w_i8 = weights_in_taps_order(w.as_bytes(), m, k, c, kh * kw);
-        let weights = pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format)?;
-        let weights = winograd_or(weights, &w_i8, m, taps.as_ref(), policy, mmm.name());
+        let weights = winograd_weights(&w_i8, m, taps.as_ref(), policy, mmm.name())
+            .or_else(|| pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format))?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
         let op = QConvI8 {
             m,
