@@ -660,6 +660,11 @@ impl QConvI8 {
         let n = h * w;
         let y1 = (y0 + rows).min(h);
         let cols = (y1 - y0) * w;
+        let view = TensorView::offsetting(out, &[b, 0, y0, 0])?;
+        if let Weights::Winograd(wg) = &self.weights {
+            // Straight from the input: no im2col.
+            return self.band_winograd(mem, wg, src, &view, [b, y0, y1], [h, w]);
+        }
         // The band's k × cols matrix: the taps written here, or the input's columns.
         let source = match &self.taps {
             Some(taps) => {
@@ -685,16 +690,13 @@ impl QConvI8 {
                 row_stride: n,
             },
         };
-        let view = TensorView::offsetting(out, &[b, 0, y0, 0])?;
         let weights = match &self.weights {
             Weights::Tract(w) => w,
             Weights::Pairwise(w) => {
                 let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
                 return self.band_pairwise(memory, w, &source, &view, n);
             }
-            Weights::Winograd(wg) => {
-                return self.band_winograd(mem, wg, src, &view, [b, y0, y1], [h, w]);
-            }
+            Weights::Winograd(_) => bail!("QConvI8: a Winograd band reached the im2col path"),
         };
         let pl = self.b_layout.panel_len(k);
         let panels = self.b_layout.panels(cols);

@@ -24,7 +24,7 @@
 //! `smlal` by lane, 4 multiply-adds per instruction, on tiles of 8 output channels × 8
 //! output tiles (16 accumulator registers). Against the [`super::pairwise`] kernel's 16
 //! multiply-adds in 3 instructions, the 2.25× fewer products leave the 3×3 convolutions about
-//! 0.8× the instructions, transforms included, and the whole model 0.87× on the Pi 4 proxy
+//! 0.8× the instructions, transforms included, and the whole model 0.85× on the Pi 4 proxy
 //! (docs/int8.md). With the dot product (Pi 5) tract's SDOT kernel stays: 16 multiply-adds per
 //! instruction, which 16-bit products cannot beat.
 //!
@@ -95,11 +95,6 @@ impl Weights {
             }
         }
         Some(Weights { m, c, data })
-    }
-
-    /// Output channels.
-    pub fn m(&self) -> usize {
-        self.m
     }
 
     /// Input channels.
@@ -221,22 +216,6 @@ fn transform_inputs(
     scratch.resize(padded_rows * span + 8 * half + P * tcp + TB, 0);
     let (padded, rest) = scratch.split_at_mut(padded_rows * span);
     let (cols, tiles) = rest.split_at_mut(8 * half);
-    // Where each tile row's runs of tiles go in a block row (channel 0): (first tile of
-    // the run in the tile row, tiles in the run, offset of the run in a position's values).
-    let runs: Vec<(usize, usize, usize)> = (0..tr)
-        .flat_map(|ty| {
-            let mut tx = 0;
-            std::iter::from_fn(move || {
-                (tx < tc).then(|| {
-                    let t = ty * tc + tx;
-                    let n = (TB - t % TB).min(tc - tx);
-                    let run = (tx, n, t / TB * c * TB + t % TB);
-                    tx += n;
-                    run
-                })
-            })
-        })
-        .collect();
     for (i, plane) in input.chunks_exact(h * w).take(c).enumerate() {
         for (r, row) in padded.chunks_exact_mut(span).enumerate() {
             match (y0 + r).checked_sub(1).filter(|&y| y < h) {
@@ -249,17 +228,14 @@ fn transform_inputs(
                 None => row[1..=w].fill(0),
             }
         }
-        let mut rest_runs = runs.as_slice();
         for ty in 0..tr {
             vertical(&padded[2 * ty * span..(2 * ty + 4) * span], cols, half);
             horizontal(cols, tiles, tcp);
-            let mut done = 0;
-            while done < tc {
-                let Some((&(tx, n, at), more)) = rest_runs.split_first() else {
-                    break;
-                };
-                rest_runs = more;
-                done += n;
+            // The tile row in runs that each go to one block.
+            let mut tx = 0;
+            while tx < tc {
+                let t = ty * tc + tx;
+                let n = (TB - t % TB).min(tc - tx);
                 // A short run moves a whole block's 8 values (one vector move, not a copy
                 // value by value) when the extra ones land where later runs write: this
                 // channel's next lanes (the next tile row's tiles, or padding) and the next
@@ -268,9 +244,10 @@ fn transform_inputs(
                 let run = Run {
                     tx,
                     n: if i + 1 < c { TB } else { n },
-                    at: at + i * TB,
+                    at: (t / TB * c + i) * TB + t % TB,
                 };
                 scatter(tiles, tcp, run, out, per_position);
+                tx += n;
             }
         }
     }
