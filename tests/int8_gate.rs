@@ -253,7 +253,7 @@ fn distribution(scores: &[f32]) -> String {
 }
 
 /// The files under test: `(path, input width and height)`. The 416 file also runs at
-/// 416×352, the size `input_size = "auto"` gives a 4:3 camera.
+/// 416×320, the size `input_size = "auto"` gives a 4:3 camera.
 fn forms() -> Vec<(PathBuf, (u32, u32))> {
     match std::env::var("LOOKOUT_GATE_MODELS") {
         Ok(list) if !list.trim().is_empty() => list
@@ -265,7 +265,7 @@ fn forms() -> Vec<(PathBuf, (u32, u32))> {
             .collect(),
         _ => vec![
             (repo("models/nanodet-g-416-int8.onnx"), (416, 416)),
-            (repo("models/nanodet-g-416-int8.onnx"), (416, 352)),
+            (repo("models/nanodet-g-416-int8.onnx"), (416, 320)),
             (repo("models/nanodet-g-320-int8.onnx"), (320, 320)),
         ],
     }

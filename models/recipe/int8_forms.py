@@ -31,6 +31,7 @@ import sys, os, collections, numpy as np, onnx
 from onnx import helper, numpy_helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nanodet_common import load_rgb, preprocess, letterbox_rgb, to_input, clip_rgb
+from set_input_size import declare
 from onnxruntime.quantization import (quantize_static, QuantFormat, QuantType, CalibrationDataReader,
                                       CalibrationMethod)
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -47,12 +48,24 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CLIP = os.path.join(REPO, 'tests', 'data', 'demo', 'vtest-640x480-10fps.mjpeg')
 
 
+def calib_shapes():
+    """The input sizes the clip's frames are calibrated at: env CALIB_SHAPES (`WxH,...`);
+    default, for the 416 file, the sizes lookout runs it at — its own 416x416 (`input_size =
+    []`), 416x320 and 416x256 (`"auto"` for a 4:3 and a 16:9 camera) and 512x384 (the larger
+    size models/README.md suggests for distant people) — and SxS otherwise."""
+    S = int(os.environ.get('CALIB_SIZE', 416))
+    default = '416x416,416x320,416x256,512x384' if S == 416 else '%dx%d' % (S, S)
+    return [tuple(int(v) for v in s.split('x')) for s in os.environ.get('CALIB_SHAPES', default).split(',')]
+
+
 def samples():
-    """Calibration inputs at the model's size (env CALIB_SIZE, default 416).
+    """Calibration inputs (env CALIB_SIZE, default 416).
     CALIB_SET=camera (default): what lookout feeds the model on a camera — the bundled clip's
     frames 2, 7, 12, ... (40 frames; the accuracy gate evaluates frames 0, 5, 10, ..., so no
-    calibration frame is an evaluation frame) and the 19 scikit-image photos as is and mirrored,
-    all **letterboxed** as lookout does by default (78 inputs).
+    calibration frame is an evaluation frame) letterboxed at each of calib_shapes() (for the
+    416 file 160 inputs: calibrating at the camera's shapes, not only the square, keeps objects
+    at the frame's edge as FP32 scores them when no padding band is above them), and the 19
+    scikit-image photos as is and mirrored, letterboxed at SxS (198 inputs in all).
     CALIB_SET=photos: the first recipe's set — the photos as is, mirrored and centre-cropped,
     **stretch**-resized (57 inputs); kept to reproduce the old forms."""
     if not _CACHE:
@@ -60,7 +73,8 @@ def samples():
         kind = os.environ.get('CALIB_SET', 'camera')
         if kind == 'camera':
             for rgb in clip_rgb(CLIP, every=5, offset=2):
-                _CACHE.append(to_input(letterbox_rgb(rgb, S, S)[0]))
+                for w, h in calib_shapes():
+                    _CACHE.append(to_input(letterbox_rgb(rgb, w, h)[0]))
         for n in CALIB:
             p = os.path.join(D, n)
             if not os.path.exists(p):
@@ -706,10 +720,33 @@ def make(src, outdir, name):
     return o(name)
 
 
+def free_size_histograms():
+    """onnxruntime's histogram collector stacks a tensor's values from every calibration input
+    into one array, which fails when the inputs differ in size: give it each tensor's values
+    flattened and joined instead (the histogram is of the values alone, so this is the same
+    histogram the collector would build from equal sizes)."""
+    from onnxruntime.quantization import calibrate
+    orig = calibrate.HistogramCollector.collect_absolute_value
+
+    def collect(self, name_to_arr):
+        return orig(self, {k: np.concatenate([a.ravel() for a in v]) if isinstance(v, list) else v
+                           for k, v in name_to_arr.items()})
+    calibrate.HistogramCollector.collect_absolute_value = collect
+
+
 def main():
     src, outdir = sys.argv[1], sys.argv[2]
+    os.makedirs(outdir, exist_ok=True)
+    S = int(os.environ.get('CALIB_SIZE', 416))
+    mixed = len(set(calib_shapes())) > 1
+    if mixed:  # one graph run at several sizes: calibrate a copy with its size left free
+        free_size_histograms()
+        src = os.path.join(outdir, 'nanodet_fp32_free_size.onnx')
+        declare(sys.argv[1], src, 0, 0)
     for name in sys.argv[3:]:
         p = make(src, outdir, name)
+        if mixed:
+            declare(p, p, S, S)
         mm = onnx.load(p)
         print(name, os.path.getsize(p), dict(collections.Counter(n.op_type for n in mm.graph.node)), flush=True)
 

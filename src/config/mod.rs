@@ -32,7 +32,7 @@ use crate::track::TrackerConfig;
 use crate::vocab::labels;
 
 pub use cameras::{tracks_file_of, Camera, CameraConfig};
-pub use input_size::{auto_size, InputSize, AUTO_MIN_BAND, AUTO_WIDTH};
+pub use input_size::{auto_size, InputSize, AUTO_WIDTH};
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -879,7 +879,7 @@ mod tests {
         assert!(d.input_size_why.is_some_and(|w| w.contains("1280x720")));
         // The default source (640x480): 4:3.
         let vga = cfg("[model]\ninput_size = \"auto\"\n");
-        assert_eq!(vga.detector().input_size, Some((416, 352)));
+        assert_eq!(vga.detector().input_size, Some((416, 320)));
         // Not asked: the file's own size, nothing to explain.
         let plain = cfg("");
         assert_eq!(plain.detector().input_size, None);

@@ -381,7 +381,7 @@ mod tests {
         old.model.input_size = crate::config::InputSize::Auto;
         let mut parts = build(&old, None).unwrap();
         let size = |p: &Parts| (p.detector.info().input_w, p.detector.info().input_h);
-        assert_eq!(size(&parts), (416, 352), "4:3 frames of [source]");
+        assert_eq!(size(&parts), (416, 320), "4:3 frames of [source]");
         assert!(parts.keeps_model(&old, &old));
         let mut new = old.clone();
         new.source.width = 1280;
