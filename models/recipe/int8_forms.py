@@ -737,13 +737,16 @@ def streamed_histograms():
         names = [n for n in (o.name for o in self.infer_session.get_outputs()) if n in self.tensors_to_calibrate]
         absolute = self.method == 'percentile' and self.symmetric  # onnxruntime's collect_absolute_value
         lo, hi, alo, ahi = {}, {}, {}, {}
+
+        def widen(d, n, value, pick):
+            d[n] = pick(d[n], value) if n in d else value
         for x in feeds:
             for n, v in zip(names, self.infer_session.run(names, x)):
                 v = v.ravel()
-                lo[n] = min(lo.get(n, v.min()), np.nanmin(v)); hi[n] = max(hi.get(n, v.max()), np.nanmax(v))
+                widen(lo, n, np.nanmin(v), min); widen(hi, n, np.nanmax(v), max)
                 if absolute:
                     a = np.absolute(v)
-                    alo[n] = min(alo.get(n, a.min()), a.min()); ahi[n] = max(ahi.get(n, a.max()), a.max())
+                    widen(alo, n, a.min(), min); widen(ahi, n, a.max(), max)
         rng = {}
         for n in names:
             if absolute:
