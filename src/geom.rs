@@ -40,6 +40,17 @@ impl BBox {
     pub fn center(&self) -> (f32, f32) {
         ((self.x0 + self.x1) * 0.5, (self.y0 + self.y1) * 0.5)
     }
+    /// The share of this box's area inside `region`, 0..1 (0 for an empty box).
+    pub fn share_inside(&self, region: &BBox) -> f32 {
+        let w = (self.x1.min(region.x1) - self.x0.max(region.x0)).max(0.0);
+        let h = (self.y1.min(region.y1) - self.y0.max(region.y0)).max(0.0);
+        let area = self.area();
+        if area > 0.0 {
+            w * h / area
+        } else {
+            0.0
+        }
+    }
     /// Intersection over union, 0 when either box is empty.
     pub fn iou(&self, other: &BBox) -> f32 {
         let ix = (self.x1.min(other.x1) - self.x0.max(other.x0)).max(0.0);

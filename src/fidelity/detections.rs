@@ -60,17 +60,28 @@ pub fn score_detections<'a>(
     frames: impl IntoIterator<Item = &'a [Detection]>,
     classes: Option<&[usize]>,
 ) -> DetectionTruth {
+    score_boxes(
+        truth,
+        frames.into_iter().map(|dets| {
+            dets.iter()
+                .filter(|d| classes.is_none_or(|c| c.contains(&d.class_id)))
+                .map(|d| LabelledBox {
+                    id: 0,
+                    class_id: d.class_id,
+                    bbox: d.bbox,
+                })
+                .collect()
+        }),
+    )
+}
+
+/// [`score_detections`] of any boxes per frame (a run's tracks, say), every box counted.
+pub fn score_boxes(
+    truth: &Truth,
+    frames: impl IntoIterator<Item = Vec<LabelledBox>>,
+) -> DetectionTruth {
     let mut s = DetectionTruth::default();
-    for (k, dets) in frames.into_iter().enumerate().take(truth.frames()) {
-        let pred: Vec<LabelledBox> = dets
-            .iter()
-            .filter(|d| classes.is_none_or(|c| c.contains(&d.class_id)))
-            .map(|d| LabelledBox {
-                id: 0,
-                class_id: d.class_id,
-                bbox: d.bbox,
-            })
-            .collect();
+    for (k, pred) in frames.into_iter().enumerate().take(truth.frames()) {
         let tb = truth.at(k);
         let matched = match_frame(&pred, tb, MATCH_IOU);
         let mut found = vec![false; tb.len()];

@@ -5,6 +5,7 @@
 //! from one recording of the model's detections.
 
 pub mod detections;
+pub mod looks;
 pub mod replay;
 pub mod truth;
 
@@ -22,6 +23,54 @@ pub struct LabelledBox {
     pub class_id: usize,
     /// Box in frame pixels.
     pub bbox: BBox,
+}
+
+/// Why a recording could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The source could not be opened or read.
+    #[error("source {spec}: {source}")]
+    Source {
+        /// The source spec.
+        spec: String,
+        /// What went wrong.
+        source: crate::source::SourceError,
+    },
+    /// The model could not be loaded or run.
+    #[error(transparent)]
+    Detect(#[from] crate::detect::DetectError),
+    /// A frame could not be converted.
+    #[error("frame {seq}: {message}")]
+    Frame {
+        /// The frame number.
+        seq: u64,
+        /// What went wrong.
+        message: String,
+    },
+    /// The source held no frame.
+    #[error("source {0}: no frame to record")]
+    Empty(String),
+}
+
+impl RecordError {
+    /// What turns a source error of `spec` into a [`RecordError`].
+    pub fn of_source(spec: &str) -> impl Fn(crate::source::SourceError) -> RecordError + '_ {
+        move |e| RecordError::Source {
+            spec: spec.to_string(),
+            source: e,
+        }
+    }
+}
+
+/// Opens the source `spec` to be recorded: read as fast as it decodes.
+pub fn open_recording(
+    spec: &str,
+) -> Result<Box<dyn crate::source::FrameSource + Send>, RecordError> {
+    let opts = crate::source::SourceOptions {
+        pace: crate::source::Pacing::AsFastAsPossible,
+        ..crate::source::SourceOptions::default()
+    };
+    crate::source::open(spec, &opts).map_err(RecordError::of_source(spec))
 }
 
 /// The figures of one run against the reference.

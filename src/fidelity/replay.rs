@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 
 use super::truth::{Truth, TruthScores};
 use crate::config::Config;
-use crate::detect::{DetectError, Detector};
+use crate::detect::Detector;
 use crate::events::{Events, Rules};
 use crate::fidelity::LabelledBox;
 use crate::frame::GrayImage;
 use crate::geom::BBox;
 use crate::preprocess::{self, Scratch};
 use crate::schedule::{Cause, Planner, PlannerConfig, ScheduleKind};
-use crate::source::{self, Pacing, SourceOptions};
 use crate::track::{Track, TrackConfigError, TrackEvent, Tracker, TrackerConfig};
 use crate::vocab::{Detection, DetectionRound};
 
@@ -234,32 +233,7 @@ impl Recording {
     }
 }
 
-/// Why a recording could not be made.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    /// The source could not be opened or read.
-    #[error("source {spec}: {source}")]
-    Source {
-        /// The source spec.
-        spec: String,
-        /// What went wrong.
-        source: source::SourceError,
-    },
-    /// The model could not be loaded or run.
-    #[error(transparent)]
-    Detect(#[from] DetectError),
-    /// A frame could not be converted.
-    #[error("frame {seq}: {message}")]
-    Frame {
-        /// The frame number.
-        seq: u64,
-        /// What went wrong.
-        message: String,
-    },
-    /// The source held no frame.
-    #[error("source {0}: no frame to record")]
-    Empty(String),
-}
+pub use super::RecordError;
 
 /// Runs the model of `cfg` on every frame of `spec` (at most `max_frames`), as fast as
 /// possible, and keeps each frame's gray plane and detections.
@@ -281,15 +255,8 @@ pub fn record_with(
     max_frames: Option<usize>,
     on_frame: &mut dyn FnMut(usize),
 ) -> Result<Recording, RecordError> {
-    let opts = SourceOptions {
-        pace: Pacing::AsFastAsPossible,
-        ..SourceOptions::default()
-    };
-    let src_err = |e| RecordError::Source {
-        spec: spec.to_string(),
-        source: e,
-    };
-    let mut src = source::open(spec, &opts).map_err(src_err)?;
+    let src_err = RecordError::of_source(spec);
+    let mut src = super::open_recording(spec)?;
     let fps = src
         .fps()
         .filter(|f| f.is_finite() && *f > 0.0)
@@ -304,7 +271,7 @@ pub fn record_with(
         ..Recording::default()
     };
     let floor = cfg.detection_floor();
-    while let Some(frame) = src.next().map_err(src_err)? {
+    while let Some(frame) = src.next().map_err(&src_err)? {
         if max_frames.is_some_and(|m| rec.frames.len() >= m) {
             break;
         }
@@ -386,6 +353,8 @@ pub struct SimRun {
     pub events: Vec<Vec<LabelledBox>>,
     /// Events started.
     pub events_started: u64,
+    /// Zoomed looks run ([`simulate_with_looks`]).
+    pub looks: u64,
 }
 
 /// Replays `rec` in lockstep with a tracker of `tracker` settings, the event rules `rules`
@@ -396,6 +365,19 @@ pub fn simulate(
     rules: &Rules,
     plan: PlannerConfig,
 ) -> Result<SimRun, TrackConfigError> {
+    simulate_with_looks(rec, tracker, rules, plan, None)
+}
+
+/// [`simulate`] with zoomed looks between detections: on a frame without a detection, when
+/// `looks` says one is due, the tracker takes that tile's recorded detections
+/// ([`Tracker::apply_look`]).
+pub fn simulate_with_looks(
+    rec: &Recording,
+    tracker: &TrackerConfig,
+    rules: &Rules,
+    plan: PlannerConfig,
+    mut looks: Option<(&super::looks::LookRecording, super::looks::LookPlanner)>,
+) -> Result<SimRun, TrackConfigError> {
     let mut t = Tracker::new(tracker.clone())?;
     let mut events = Events::new(rules.clone());
     let mut planner = Planner::new(plan);
@@ -403,7 +385,20 @@ pub fn simulate(
     for (k, f) in rec.frames.iter().enumerate() {
         let t0 = Instant::now();
         t.step(f.seq, &f.gray);
-        if let Some(cause) = planner.decide(&f.gray, &t, f.at) {
+        let detected = planner.decide(&f.gray, &t, f.at);
+        if let Some((lr, lp)) = looks.as_mut() {
+            if detected.is_some() {
+                lp.detected();
+            } else if let Some(tile) = lp.decide(&t, &lr.tiles) {
+                if let Some(round) = lr.rounds.get(k).and_then(|r| r.get(tile)) {
+                    let mut round = round.clone();
+                    round.weak.retain(|d| d.score >= tracker.continue_score);
+                    t.apply_look(f.seq, &round, &lr.tiles[tile]);
+                    run.looks += 1;
+                }
+            }
+        }
+        if let Some(cause) = detected {
             planner.handed_out(cause, f.at);
             let mut round = f.round.clone();
             round.weak.retain(|d| d.score >= tracker.continue_score);

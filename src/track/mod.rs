@@ -420,7 +420,7 @@ impl Tracker {
     /// Unmatched detections start tentative tracks at the detection's box; unmatched
     /// candidate tracks count a miss.
     pub fn apply_detections(&mut self, det_seq: u64, dets: &[Detection]) -> ApplyOutcome {
-        self.apply_round(det_seq, dets, &[])
+        self.apply_round(det_seq, dets, &[], None)
     }
 
     /// [`Tracker::apply_detections`] with the round's weak detections too: those the model
@@ -430,18 +430,38 @@ impl Tracker {
     /// `iou_threshold`), which then counts as its match for the round; weak detections never
     /// start, confirm or report a track.
     pub fn apply_detection_round(&mut self, det_seq: u64, round: &DetectionRound) -> ApplyOutcome {
-        self.apply_round(det_seq, &round.reported, &round.weak)
+        self.apply_round(det_seq, &round.reported, &round.weak, None)
     }
 
-    /// [`Tracker::apply_detection_round`] on the round's two lists.
+    /// A *look*: a detection round made on the part `region` of frame `det_seq` (boxes in
+    /// full-frame pixels), not on the whole frame. Only the tracks whose box at `det_seq`
+    /// lies mostly inside `region` ([`LOOK_INSIDE`] of its area) are candidates, so a track
+    /// elsewhere neither matches nor counts a miss; the round's detections match, correct,
+    /// continue and start tracks as in [`Tracker::apply_detection_round`]. A look does not
+    /// count as a detection round for the cadence that sets how long a track may go
+    /// undetected. The caller drops the detections the region's edge cut.
+    pub fn apply_look(
+        &mut self,
+        det_seq: u64,
+        round: &DetectionRound,
+        region: &BBox,
+    ) -> ApplyOutcome {
+        self.apply_round(det_seq, &round.reported, &round.weak, Some(region))
+    }
+
+    /// [`Tracker::apply_detection_round`] on the round's two lists, limited to the tracks in
+    /// `region` when it is a look.
     fn apply_round(
         &mut self,
         det_seq: u64,
         dets: &[Detection],
         weak: &[Detection],
+        region: Option<&BBox>,
     ) -> ApplyOutcome {
         let now = self.seq.unwrap_or(det_seq);
-        self.cadence.observe(det_seq, now);
+        if region.is_none() {
+            self.cadence.observe(det_seq, now);
+        }
         let mut outcome = ApplyOutcome::default();
         let usable: Vec<bool> = dets
             .iter()
@@ -453,7 +473,17 @@ impl Tracker {
         outcome.ignored += usable.iter().filter(|u| !**u).count();
         let primary = duplicates(dets, &usable);
         let det_cands = detection_candidates(dets, &usable, &primary);
-        let (track_idx, track_cands) = self.candidates_at(det_seq);
+        let (mut track_idx, mut track_cands) = self.candidates_at(det_seq);
+        if let Some(r) = region {
+            let keep: Vec<bool> = track_cands
+                .iter()
+                .map(|c| c.bbox.share_inside(r) >= LOOK_INSIDE)
+                .collect();
+            let mut k = keep.iter();
+            track_idx.retain(|_| k.next().copied().unwrap_or(false));
+            let mut k = keep.iter();
+            track_cands.retain(|_| k.next().copied().unwrap_or(false));
+        }
         let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
         let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
 
@@ -802,6 +832,10 @@ const WEAK_IOU: f32 = 0.7;
 /// Two detections of confusable classes this much overlapping are one object.
 const DUPLICATE_IOU: f32 = 0.6;
 
+/// A look ([`Tracker::apply_look`]) is about the tracks with at least this share of their box
+/// inside its region.
+pub const LOOK_INSIDE: f32 = 0.7;
+
 /// For each usable detection, the index of a better-scoring usable detection of another,
 /// confusable class that boxes the same object (IoU ≥ 0.6), if any: the
 /// detector's NMS is per class, so a parked car often comes back as `car` *and* `truck`.
@@ -1120,6 +1154,36 @@ mod tests {
     }
 
     #[test]
+    fn a_look_is_about_the_tracks_in_its_region_only() {
+        // Two people: one at x = 100, one at x = 400. A look at the left part of the frame
+        // that finds nobody counts a miss for the left one only; one that finds a newcomer
+        // there starts a track, and the right person's track is left as it was.
+        let mut tr = one_person_tracked_patiently();
+        tr.step(1, &flat(2.0));
+        tr.apply_detections(1, &[det(100.0, 100.0, 0), det(400.0, 100.0, 0)]);
+        tr.step(2, &flat(2.0));
+        tr.apply_detections(2, &[det(100.0, 100.0, 0), det(400.0, 100.0, 0)]);
+        assert_eq!(tr.tracks().count(), 2);
+        let left = BBox::new(0.0, 0.0, 352.0, 288.0);
+        tr.step(3, &flat(2.0));
+        let out = tr.apply_look(3, &DetectionRound::default(), &left);
+        assert_eq!((out.matched, out.missed, out.started), (0, 1, 0));
+        let misses: Vec<u32> = tr.tracks().map(|t| t.misses).collect();
+        assert_eq!(misses, vec![1, 0]);
+        tr.step(4, &flat(2.0));
+        let round = DetectionRound {
+            reported: vec![det(100.0, 100.0, 0), det(200.0, 150.0, 0)],
+            weak: Vec::new(),
+        };
+        let out = tr.apply_look(4, &round, &left);
+        assert_eq!((out.matched, out.missed, out.started), (1, 0, 1));
+        // The same empty round over the whole frame misses both.
+        tr.step(5, &flat(2.0));
+        let out = tr.apply_detection_round(5, &DetectionRound::default());
+        assert_eq!(out.missed, 3);
+    }
+
+    #[test]
     fn weak_detections_keep_confirmed_tracks_but_start_nothing() {
         // The person's score dips below the threshold for two rounds: the weak detections
         // hold the track (no miss, box corrected), where without them it would count misses.
@@ -1129,7 +1193,7 @@ mod tests {
             tr.step(seq, &flat(2.0));
             plain.step(seq, &flat(2.0));
             let x = 100.0 + 4.0 * seq as f32;
-            let out = tr.apply_round(seq, &[], &[weak(x, 100.0, 0)]);
+            let out = tr.apply_round(seq, &[], &[weak(x, 100.0, 0)], None);
             assert_eq!((out.matched, out.continued, out.missed), (0, 1, 0));
             let out = plain.apply_detections(seq, &[]);
             assert_eq!(out.missed, 1);
@@ -1140,7 +1204,7 @@ mod tests {
         assert_eq!(plain.tracks().next().map(|t| t.misses), Some(2));
         // A weak detection where nothing is tracked starts no track, tentative or not.
         tr.step(3, &flat(2.0));
-        let out = tr.apply_round(3, &[det(108.0, 100.0, 0)], &[weak(400.0, 300.0, 0)]);
+        let out = tr.apply_round(3, &[det(108.0, 100.0, 0)], &[weak(400.0, 300.0, 0)], None);
         assert_eq!((out.matched, out.started, out.continued), (1, 0, 0));
         assert_eq!(tr.tracks.len(), 1);
     }
@@ -1157,11 +1221,11 @@ mod tests {
         }
         assert_eq!(tr.tracks().count(), 2);
         tr.step(3, &flat(2.0));
-        let out = tr.apply_round(3, &[det(100.0, 100.0, 0)], &[weak(103.0, 100.0, 0)]);
+        let out = tr.apply_round(3, &[det(100.0, 100.0, 0)], &[weak(103.0, 100.0, 0)], None);
         assert_eq!((out.matched, out.continued, out.missed), (1, 0, 1));
         // Alone, the same weak box keeps the other track.
         tr.step(4, &flat(2.0));
-        let out = tr.apply_round(4, &[], &[weak(106.0, 100.0, 0)]);
+        let out = tr.apply_round(4, &[], &[weak(106.0, 100.0, 0)], None);
         assert_eq!(out.continued, 1);
     }
 
