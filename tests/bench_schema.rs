@@ -16,7 +16,9 @@ use lookout::bench::report::{
     PlainDetection, Recommendation, RunFigures, SelfCheck, StageFigures, SystemFigures,
     ThermalFigures, ThreadFigures, TruthScores, SCHEMA_ID,
 };
-use lookout::bench::report::{DetectionTruth, HeightRecall, InputSizeReport, InputSizeRow};
+use lookout::bench::report::{
+    DetectionTruth, HeightRecall, InputSizeReport, InputSizeRow, ObjectEvents,
+};
 use lookout::bench::Sweep;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -180,6 +182,20 @@ fn truth_scores(full: bool) -> TruthScores {
         recall: 0.8,
         precision: 0.9,
         idf1: 0.7,
+        objects_detail: if full {
+            vec![ObjectEvents {
+                id: 4,
+                first_frame: 12,
+                scored_frames: 40,
+                tallest_px: 88.0,
+                to_find: true,
+                events: vec![3, 7],
+                first_event_frame: Some(15),
+            }]
+        } else {
+            Vec::new()
+        },
+        false_event_ids: if full { vec![9] } else { Vec::new() },
     }
 }
 

@@ -480,7 +480,7 @@ pub struct PlainDetection {
 // ───────────────────────────── tracking fidelity ─────────────────────────────
 
 /// A fidelity row's scores against hand-checked ground truth (serialized as is).
-pub use crate::fidelity::truth::TruthScores;
+pub use crate::fidelity::truth::{ObjectEvents, TruthScores};
 
 /// `--sweep fidelity`: the model ran once on every frame of the source (the *reference*: the
 /// every-frame detections); each schedule was then replayed in *lockstep* (every frame tracked,

@@ -186,6 +186,30 @@ pub struct TruthScores {
     /// Identity F1 of the tracks: the share of boxes whose track id is the one globally
     /// assigned to their true object, 0..1.
     pub idf1: f64,
+    /// Every true object and the events about it, by id: where the splits and the misses
+    /// are.
+    pub objects_detail: Vec<ObjectEvents>,
+    /// The ids of the false events.
+    pub false_event_ids: Vec<u64>,
+}
+
+/// One true object of a [`TruthScores`] and the events about it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ObjectEvents {
+    /// Its id in the truth file.
+    pub id: u64,
+    /// Its first scored frame (1-based, as in the truth file).
+    pub first_frame: u64,
+    /// Frames it is scored on.
+    pub scored_frames: u64,
+    /// Its tallest scored box, pixels.
+    pub tallest_px: f64,
+    /// Whether it must get an event (scored ≥ 2 s, ≥ 20 px tall at its tallest).
+    pub to_find: bool,
+    /// The events about it, by id (more than one: a split).
+    pub events: Vec<u64>,
+    /// The first frame an event's box was on it (1-based), if any.
+    pub first_event_frame: Option<u64>,
 }
 
 /// Greedy best-IoU matching of predictions to truth boxes of a frame (same or confusable
@@ -283,7 +307,13 @@ pub fn score(
         events: event_frames.len() as u64,
         ..TruthScores::default()
     };
-    s.false_events = event_frames.values().filter(|(n, on)| 2 * on < *n).count() as u64;
+    let false_ids: BTreeSet<u64> = event_frames
+        .iter()
+        .filter(|(_, (n, on))| 2 * on < *n)
+        .map(|(&id, _)| id)
+        .collect();
+    s.false_events = false_ids.len() as u64;
+    s.false_event_ids = false_ids.into_iter().collect();
     s.false_event_share = ratio(s.false_events, s.events);
     let counts: Vec<u64> = object_events.values().map(|e| e.len() as u64).collect();
     s.events_per_object = ratio(counts.iter().sum(), counts.len() as u64);
@@ -298,6 +328,7 @@ pub fn score(
         }
     }
     s.missed_share = ratio(s.missed, s.objects_to_find);
+    s.objects_detail = objects_detail(&lives, &object_events, &first_event, min_frames);
     let mut delays: Vec<f64> = first_event
         .iter()
         .filter_map(|(id, &k)| {
@@ -317,6 +348,30 @@ pub fn score(
     s.false_event_share = round3(s.false_event_share);
     s.missed_share = round3(s.missed_share);
     s
+}
+
+/// Every true object of `lives` with the events about it and its first event's frame.
+fn objects_detail(
+    lives: &BTreeMap<u64, ObjectLife>,
+    object_events: &BTreeMap<u64, BTreeSet<u64>>,
+    first_event: &BTreeMap<u64, usize>,
+    min_frames: usize,
+) -> Vec<ObjectEvents> {
+    lives
+        .iter()
+        .map(|(&id, l)| ObjectEvents {
+            id,
+            first_frame: l.first as u64 + 1,
+            scored_frames: l.scored_frames as u64,
+            tallest_px: f64::from(l.tallest).round(),
+            to_find: l.scored_frames >= min_frames && l.tallest >= MISSED_MIN_HEIGHT,
+            events: object_events
+                .get(&id)
+                .map(|e| e.iter().copied().collect())
+                .unwrap_or_default(),
+            first_event_frame: first_event.get(&id).map(|&k| k as u64 + 1),
+        })
+        .collect()
 }
 
 /// Recall, precision and IDF1 of the tracks' boxes.
@@ -463,6 +518,26 @@ mod tests {
         assert_eq!(s.events_per_object_max, 2);
         assert_eq!(s.missed, 0);
         assert_eq!(s.time_to_event_p90_s, Some(1.0));
+        // By object: 1 split into events 1 and 2, 2 found at frame 11 by event 3; the
+        // phantom named.
+        let by_id: Vec<(u64, Vec<u64>, Option<u64>, bool)> = s
+            .objects_detail
+            .iter()
+            .map(|o| (o.id, o.events.clone(), o.first_event_frame, o.to_find))
+            .collect();
+        assert_eq!(
+            by_id,
+            vec![(1, vec![1, 2], Some(1), true), (2, vec![3], Some(11), true)]
+        );
+        assert_eq!(s.false_event_ids, vec![9]);
+        assert_eq!(
+            (
+                s.objects_detail[0].first_frame,
+                s.objects_detail[0].scored_frames
+            ),
+            (1, 30)
+        );
+        assert_eq!(s.objects_detail[0].tallest_px, 100.0);
     }
 
     #[test]

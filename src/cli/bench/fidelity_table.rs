@@ -83,6 +83,37 @@ fn render_truth(o: &mut String, f: &bench::FidelityReport) {
         let Some(t) = &r.truth else { continue };
         let _ = writeln!(o, "| {} | {} |", schedule_name(r), truth_cells(t));
     }
+    let _ = writeln!(
+        o,
+        "\nsplits, misses and false events by id (truth ids; event ids as in the replay; JSON: truth.objects_detail):"
+    );
+    for r in &f.rows {
+        let Some(t) = &r.truth else { continue };
+        let _ = writeln!(o, "  {}: {}", schedule_name(r), object_notes(t));
+    }
+}
+
+/// The objects of `t` that got more than one event or none they needed, and the false
+/// events: `object 3: events 4, 9; object 7: missed; false: 12`.
+fn object_notes(t: &bench::report::TruthScores) -> String {
+    let join = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let mut notes: Vec<String> = t
+        .objects_detail
+        .iter()
+        .filter_map(|ob| match ob.events.len() {
+            0 if ob.to_find => Some(format!("object {}: missed", ob.id)),
+            n if n > 1 => Some(format!("object {}: events {}", ob.id, join(&ob.events))),
+            _ => None,
+        })
+        .collect();
+    if !t.false_event_ids.is_empty() {
+        notes.push(format!("false: {}", join(&t.false_event_ids)));
+    }
+    if notes.is_empty() {
+        "one event per object, none missed, none false".to_string()
+    } else {
+        notes.join("; ")
+    }
 }
 
 /// The header of a truth-scores table whose first column is `first`.
