@@ -206,9 +206,12 @@ pub struct ObjectEvents {
     pub tallest_px: f64,
     /// Whether it must get an event (scored ≥ 2 s, ≥ 20 px tall at its tallest).
     pub to_find: bool,
-    /// The events about it, by id (more than one: a split).
+    /// The events about it, by id (more than one: a split). An event is about the object
+    /// its box was on most often, so an object may have had an event on it for a while and
+    /// none about it.
     pub events: Vec<u64>,
-    /// The first frame an event's box was on it (1-based), if any.
+    /// The first frame an event's box was on it (1-based), if any (none on an object to
+    /// find: missed).
     pub first_event_frame: Option<u64>,
 }
 

@@ -100,10 +100,14 @@ fn object_notes(t: &bench::report::TruthScores) -> String {
     let mut notes: Vec<String> = t
         .objects_detail
         .iter()
-        .filter_map(|ob| match ob.events.len() {
-            0 if ob.to_find => Some(format!("object {}: missed", ob.id)),
-            n if n > 1 => Some(format!("object {}: events {}", ob.id, join(&ob.events))),
-            _ => None,
+        .filter_map(|ob| {
+            if ob.to_find && ob.first_event_frame.is_none() {
+                Some(format!("object {}: missed", ob.id))
+            } else if ob.events.len() > 1 {
+                Some(format!("object {}: events {}", ob.id, join(&ob.events)))
+            } else {
+                None
+            }
         })
         .collect();
     if !t.false_event_ids.is_empty() {
@@ -207,6 +211,53 @@ fn render_misses(o: &mut String, f: &bench::FidelityReport) {
             share(m.jumped),
             share(m.label),
             share(m.at_detection)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::{ObjectEvents, TruthScores};
+
+    fn object(id: u64, events: Vec<u64>, first: Option<u64>) -> ObjectEvents {
+        ObjectEvents {
+            id,
+            first_frame: 1,
+            scored_frames: 40,
+            tallest_px: 80.0,
+            to_find: true,
+            events,
+            first_event_frame: first,
+        }
+    }
+
+    #[test]
+    fn object_notes_name_splits_misses_and_false_events() {
+        let mut t = TruthScores {
+            objects_detail: vec![
+                object(1, vec![2], Some(3)),
+                object(2, vec![4, 9], Some(5)),
+                // An event was on it for a while but about another object: not missed.
+                object(3, Vec::new(), Some(12)),
+                object(4, Vec::new(), None),
+                ObjectEvents {
+                    to_find: false,
+                    ..object(5, Vec::new(), None)
+                },
+            ],
+            false_event_ids: vec![7],
+            ..TruthScores::default()
+        };
+        assert_eq!(
+            object_notes(&t),
+            "object 2: events 4, 9; object 4: missed; false: 7"
+        );
+        t.objects_detail.truncate(1);
+        t.false_event_ids.clear();
+        assert_eq!(
+            object_notes(&t),
+            "one event per object, none missed, none false"
         );
     }
 }
