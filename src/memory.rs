@@ -11,21 +11,18 @@
 //! and nothing happens there.
 //!
 //! [`limit_allocator`] sets, at start, the allocator settings the systemd unit sets
-//! (`MALLOC_ARENA_MAX=2`, `MALLOC_MMAP_THRESHOLD_=1048576`) when the environment does not:
+//! (`MALLOC_ARENA_MAX=2`, `MALLOC_MMAP_THRESHOLD_=131072`) when the environment does not:
 //! with glibc's defaults (up to eight arenas per core, a mmap threshold that rises as large
 //! blocks are freed) each reload's new pipeline threads take arenas of their own and frame
 //! and tensor buffers stay in the heaps, and the resident heap grows by megabytes over a few
-//! hundred reloads (`scripts/reload-memory.sh`). The threshold is 1 MiB, not lower: an
-//! inference allocates and frees tens of activation tensors between 128 KiB and 1 MiB, and
-//! each one mapped on its own is a fresh mapping the kernel zeroes page by page (about 4,400
-//! page faults per inference at a 128 KiB threshold, about 1,100 at 1 MiB; docs/performance.md).
+//! hundred reloads (`scripts/reload-memory.sh`).
 
 /// The largest number of malloc arenas (as the unit's `MALLOC_ARENA_MAX`).
 pub const ARENA_MAX: i32 = 2;
 
 /// Blocks from this size up are mapped on their own and unmapped when freed (as the unit's
 /// `MALLOC_MMAP_THRESHOLD_`; a fixed threshold, which glibc then never raises).
-pub const MMAP_THRESHOLD: i32 = 1024 * 1024;
+pub const MMAP_THRESHOLD: i32 = 128 * 1024;
 
 /// Applies [`ARENA_MAX`] and [`MMAP_THRESHOLD`] unless the environment sets its own
 /// (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`, which then stay in force); glibc only, a
