@@ -65,7 +65,7 @@ impl Row {
         self.model_ms += o.model_ms;
     }
 
-    fn line(&self, what: &str, frames_note: &str) -> String {
+    fn line(&self, what: &str) -> String {
         let pct = |i: usize| {
             if self.boxes[i] == 0 {
                 "   –  ".to_string()
@@ -82,7 +82,7 @@ impl Row {
             0.0
         };
         format!(
-            "{what:<34} {:>4} {:>5.2} {:>3} {:>3}/{:<3} {} {} {} {:>7.2}{frames_note}",
+            "{what:<34} {:>4} {:>5.2} {:>3} {:>3}/{:<3} {} {} {} {:>7.2}",
             self.events,
             epo,
             self.false_events,
@@ -232,14 +232,14 @@ fn main() -> anyhow::Result<()> {
                     None => replay_row(&larger, None, &larger_cfg, *plan, &truth)?,
                 };
                 totals[i][p].add(&row);
-                println!("  {:<9}{}", plan.kind.as_str(), row.line(name, ""));
+                println!("  {:<9}{}", plan.kind.as_str(), row.line(name));
             }
         }
     }
     println!("\nall recordings (model ms per frame summed over them):");
     for (p, plan) in plans.iter().enumerate() {
         for (i, name) in names.iter().enumerate() {
-            println!("  {:<9}{}", plan.kind.as_str(), totals[i][p].line(name, ""));
+            println!("  {:<9}{}", plan.kind.as_str(), totals[i][p].line(name));
         }
     }
     Ok(())

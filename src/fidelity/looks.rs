@@ -105,6 +105,7 @@ pub fn record_looks(
             rec.tiles = tiles((frame.width, frame.height), tile);
         }
         let rgb = preprocess::frame_to_rgb(&frame, &mut scratch).map_err(frame_err)?;
+        let frame_box = BBox::new(0.0, 0.0, frame.width as f32, frame.height as f32);
         let mut rounds = Vec::with_capacity(rec.tiles.len());
         for t in &rec.tiles {
             let t0 = Instant::now();
@@ -126,7 +127,6 @@ pub fn record_looks(
             .map_err(frame_err)?;
             let mut round =
                 det.detect_round(&det.run_input(&input)?, &map, floor, labels.as_deref());
-            let frame_box = BBox::new(0.0, 0.0, frame.width as f32, frame.height as f32);
             for list in [&mut round.reported, &mut round.weak] {
                 for d in list.iter_mut() {
                     d.bbox = BBox::new(

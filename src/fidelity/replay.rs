@@ -391,17 +391,14 @@ pub fn simulate_with_looks(
                 lp.detected();
             } else if let Some(tile) = lp.decide(&t, &lr.tiles) {
                 if let Some(round) = lr.rounds.get(k).and_then(|r| r.get(tile)) {
-                    let mut round = round.clone();
-                    round.weak.retain(|d| d.score >= tracker.continue_score);
-                    t.apply_look(f.seq, &round, &lr.tiles[tile]);
+                    t.apply_look(f.seq, &usable(round, tracker), &lr.tiles[tile]);
                     run.looks += 1;
                 }
             }
         }
         if let Some(cause) = detected {
             planner.handed_out(cause, f.at);
-            let mut round = f.round.clone();
-            round.weak.retain(|d| d.score >= tracker.continue_score);
+            let round = usable(&f.round, tracker);
             let outcome = t.apply_detection_round(f.seq, &round);
             planner.applied(outcome.started);
             run.causes.add(cause);
@@ -452,6 +449,13 @@ pub fn simulate_with_looks(
     }
     run.events_started = events.started();
     Ok(run)
+}
+
+/// `round` as the tracker takes it: weak detections under `continue_score` dropped.
+fn usable(round: &DetectionRound, tracker: &TrackerConfig) -> DetectionRound {
+    let mut round = round.clone();
+    round.weak.retain(|d| d.score >= tracker.continue_score);
+    round
 }
 
 /// The fixed intervals a fidelity sweep compares (N = 1 first: the id-switch reference).

@@ -473,17 +473,7 @@ impl Tracker {
         outcome.ignored += usable.iter().filter(|u| !**u).count();
         let primary = duplicates(dets, &usable);
         let det_cands = detection_candidates(dets, &usable, &primary);
-        let (mut track_idx, mut track_cands) = self.candidates_at(det_seq);
-        if let Some(r) = region {
-            let keep: Vec<bool> = track_cands
-                .iter()
-                .map(|c| c.bbox.share_inside(r) >= LOOK_INSIDE)
-                .collect();
-            let mut k = keep.iter();
-            track_idx.retain(|_| k.next().copied().unwrap_or(false));
-            let mut k = keep.iter();
-            track_cands.retain(|_| k.next().copied().unwrap_or(false));
-        }
+        let (track_idx, track_cands) = self.candidates_at(det_seq, region);
         let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
         let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
 
@@ -582,7 +572,8 @@ impl Tracker {
     }
 
     /// The tracks that existed at `det_seq` (indices into `self.tracks`) and their boxes then.
-    fn candidates_at(&self, det_seq: u64) -> (Vec<usize>, Vec<Candidate>) {
+    /// With a look's `region`, only those mostly inside it ([`LOOK_INSIDE`]).
+    fn candidates_at(&self, det_seq: u64, region: Option<&BBox>) -> (Vec<usize>, Vec<Candidate>) {
         let mut track_idx = Vec::with_capacity(self.tracks.len());
         let mut track_cands = Vec::with_capacity(self.tracks.len());
         for (i, t) in self.tracks.iter().enumerate() {
@@ -590,6 +581,9 @@ impl Tracker {
                 continue;
             }
             if let Some(bbox) = t.history.at(det_seq) {
+                if region.is_some_and(|r| bbox.share_inside(r) < LOOK_INSIDE) {
+                    continue;
+                }
                 track_idx.push(i);
                 track_cands.push(Candidate {
                     bbox,
