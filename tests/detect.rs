@@ -386,6 +386,43 @@ fn int8_on_a_pool_gives_the_one_thread_outputs_from_any_thread() {
     }
 }
 
+/// A detector keeps its op outputs from one inference for the next: the outputs stay those
+/// of a detector running for the first time, bit for bit, whatever ran before, and what it
+/// keeps stays the same from the second inference on.
+#[test]
+fn int8_outputs_do_not_depend_on_what_ran_before_and_kept_memory_stays_put() {
+    let cfg = DetectorConfig {
+        model: ModelSource::File(repo("models/nanodet-g-416-int8.onnx")),
+        resize: ResizeMode::Stretch,
+        threads: 1,
+        ..DetectorConfig::default()
+    };
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let inputs: Vec<_> = PHOTOS
+        .iter()
+        .map(|(img, _)| golden_input(img, 416, 416))
+        .collect();
+    let fresh: Vec<_> = inputs
+        .iter()
+        .map(|input| {
+            let det = Detector::load(&cfg).unwrap();
+            assert_eq!(det.kept_outputs(), (0, 0));
+            bits(det.run_raw(input).unwrap().concatenated())
+        })
+        .collect();
+    let det = Detector::load(&cfg).unwrap();
+    let mut kept = Vec::new();
+    for round in 0..2 {
+        for (i, input) in inputs.iter().enumerate() {
+            let got = bits(det.run_raw(input).unwrap().concatenated());
+            assert!(got == fresh[i], "photo {i}, round {round}: outputs differ");
+            kept.push(det.kept_outputs());
+        }
+    }
+    assert!(kept[0].0 > 10, "few outputs kept: {kept:?}");
+    assert!(kept.iter().all(|k| *k == kept[0]), "{kept:?}");
+}
+
 #[test]
 fn a_directory_a_device_and_a_truncated_jpeg_are_told_as_what_they_are() {
     let dir = tempdir("hostile-images");

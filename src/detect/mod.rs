@@ -9,7 +9,7 @@ pub mod nms;
 pub mod profile;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tract_linalg::multithread::{multithread_tract_scope, Executor};
@@ -166,6 +166,9 @@ type Plan = Arc<TypedSimplePlan>;
 /// A loaded, optimized model ready to run, plus its decoding settings.
 pub struct Detector {
     plan: Plan,
+    /// The plan's state kept between inferences, with the op outputs it recycles
+    /// ([`int8::recycle`]); empty while an inference has it out.
+    session: Mutex<Option<TypedSimpleState>>,
     executor: Executor,
     info: ModelInfo,
     cfg: DetectorConfig,
@@ -526,11 +529,27 @@ impl Detector {
         }
         Ok(Detector {
             plan,
+            session: Mutex::new(None),
             executor,
             info,
             cfg: cfg.clone(),
             input_quant,
         })
+    }
+
+    /// The op outputs this detector keeps from one inference for the next
+    /// ([`int8::recycle`]): how many, and their bytes (none before the first inference, and
+    /// none while an inference runs).
+    pub fn kept_outputs(&self) -> (usize, usize) {
+        self.session
+            .lock()
+            .ok()
+            .and_then(|kept| {
+                let state = kept.as_ref()?;
+                let recycler = state.turn_state.shared.get::<int8::recycle::Recycler>()?;
+                Some(recycler.kept())
+            })
+            .unwrap_or((0, 0))
     }
 
     /// Facts about the loaded model.
@@ -634,6 +653,34 @@ impl Detector {
         }
     }
 
+    /// The kept plan state, or a new one (the first inference, or one running beside another
+    /// on the same detector) with a [`Recycler`](int8::recycle::Recycler) of its own.
+    fn take_session(&self) -> TractResult<TypedSimpleState> {
+        if let Some(state) = self.session.lock().ok().and_then(|mut kept| kept.take()) {
+            return Ok(state);
+        }
+        let mut state = self.plan.spawn()?;
+        if !int8::recycle::recycling_off() {
+            state
+                .turn_state
+                .shared
+                .insert(int8::recycle::Recycler::default());
+        }
+        Ok(state)
+    }
+
+    /// Keeps `state`, which has just run an inference, for the next (unless another is kept
+    /// already); what its recycler kept that this inference did not use is dropped. A state
+    /// whose run failed never comes here: it is dropped with everything it holds.
+    fn keep_session(&self, state: TypedSimpleState) {
+        if let Some(recycler) = state.turn_state.shared.get::<int8::recycle::Recycler>() {
+            recycler.end_turn();
+        }
+        if let Ok(mut kept) = self.session.lock() {
+            kept.get_or_insert(state);
+        }
+    }
+
     fn run_tensor(
         &self,
         tensor: Tensor,
@@ -647,10 +694,10 @@ impl Detector {
         let executor = self.executor.clone();
         let work = move || -> TractResult<RawOutputs> {
             multithread_tract_scope(executor, || {
+                let mut state = self.take_session()?;
                 let outputs = match profile {
-                    None => self.plan.run(tvec!(tensor.into()))?,
+                    None => state.run(tvec!(tensor.into()))?,
                     Some(profile) => {
-                        let mut state = self.plan.spawn()?;
                         let outputs = state.run_plan_with_eval(
                             tvec!(tensor.into()),
                             |ctx, op_state, node, ins| {
@@ -665,6 +712,7 @@ impl Detector {
                         outputs
                     }
                 };
+                self.keep_session(state);
                 let mut raw = RawOutputs::default();
                 for (i, t) in outputs.iter().enumerate() {
                     let view = t.to_plain_array_view::<f32>()?;

@@ -6,14 +6,14 @@ use tract_onnx::tract_core::internal::*;
 
 /// `fast` on the inputs, or, when it returns `None` (not a case it handles), `tract_op` on
 /// them. Errors of `fast` are errors of the op.
-pub(super) fn eval_or_tract_op<O: EvalOp>(
+pub(super) fn eval_or_tract_op<O: EvalOp, V: Into<TValue>>(
     tract_op: &O,
     ctx: &EvalContext,
     inputs: TVec<TValue>,
-    fast: impl FnOnce(&[TValue]) -> TractResult<Option<Tensor>>,
+    fast: impl FnOnce(&[TValue]) -> TractResult<Option<V>>,
 ) -> TractResult<TVec<TValue>> {
     if let Some(t) = fast(&inputs)? {
-        return Ok(tvec!(t.into_tvalue()));
+        return Ok(tvec!(t.into()));
     }
     tract_op.eval(ctx, inputs)
 }

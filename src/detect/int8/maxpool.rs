@@ -84,12 +84,17 @@ impl FastMaxPoolI8 {
         })
     }
 
-    fn run(&self, input: &Tensor, out_shape: &[usize]) -> Option<Tensor> {
+    /// The pooled `input` of `out_shape`, in a tensor the plan state keeps ([`recycle`]); `None`
+    /// when the op does not handle this input.
+    ///
+    /// [`recycle`]: super::recycle
+    fn run(&self, ctx: &EvalContext, input: &Tensor, out_shape: &[usize]) -> Option<TValue> {
         let shape = input.shape();
         if shape.len() != 4 || out_shape.len() != 4 || shape[..2] != out_shape[..2] {
             return None;
         }
-        let bytes = input.as_bytes();
+        let values = input.try_as_plain_ram().ok()?;
+        let values = values.as_slice::<i8>().ok()?;
         let pad = match self.pad {
             Pad::Before(p) => p,
             Pad::Same { upper } => [0, 1].map(|a| {
@@ -108,22 +113,23 @@ impl FastMaxPoolI8 {
             pad,
         };
         let (plane_in, plane_out) = (shape[2] * shape[3], out_shape[2] * out_shape[3]);
-        if bytes.len() != shape.iter().product::<usize>() {
+        if values.len() != shape.iter().product::<usize>() {
             return None;
         }
         // Whole planes per chunk, side by side on the model's threads.
-        let (out, ok) =
-            super::tensors::tensor_filled(out_shape, input.datum_type(), |out: &mut [i8]| {
+        let (out, ok) = super::tensors::tensor_filled(
+            ctx,
+            out_shape,
+            input.datum_type(),
+            |out: &mut [i8]| {
                 super::par::for_chunks(out, plane_out.max(1), |first, dst| {
                     let p0 = first / plane_out.max(1);
                     let planes = dst.len() / plane_out.max(1);
-                    let Some(chunk) = bytes.get(p0 * plane_in..(p0 + planes) * plane_in) else {
+                    let Some(src) = values.get(p0 * plane_in..(p0 + planes) * plane_in) else {
                         return false;
                     };
-                    // The bytes as the signed values they are (one vectorized pass, no unsafe cast).
-                    let src: Vec<i8> = chunk.iter().map(|&b| b as i8).collect();
                     max_pool(
-                        &src,
+                        src,
                         [planes, shape[2], shape[3]],
                         dst,
                         [out_shape[2], out_shape[3]],
@@ -131,8 +137,9 @@ impl FastMaxPoolI8 {
                     )
                     .is_some()
                 })
-            })
-            .ok()?;
+            },
+        )
+        .ok()?;
         ok.then_some(out)
     }
 }
@@ -239,7 +246,7 @@ impl EvalOp for FastMaxPoolI8 {
             Ok(out
                 .first()
                 .and_then(|f| f.shape.as_concrete())
-                .and_then(|shape| self.run(input, shape)))
+                .and_then(|shape| self.run(ctx, input, shape)))
         })
     }
 

@@ -21,6 +21,9 @@
 //!
 //! `LOOKOUT_INT8_PACK=tract` in the environment keeps tract's own ops, for before/after
 //! comparisons with one binary; `LOOKOUT_INT8_CONV=tract` keeps only tract's convolutions.
+//!
+//! The ops write their outputs into tensors a [`recycle::Recycler`] keeps from one inference
+//! to the next (`LOOKOUT_INT8_RECYCLE=off`: new ones every time, for comparisons).
 
 pub mod downsample;
 mod fallback;
@@ -34,6 +37,7 @@ pub mod pairwise;
 pub mod par;
 pub mod qconv;
 pub mod quant;
+pub(crate) mod recycle;
 pub mod resize;
 mod rewrite;
 pub mod sumpool;

@@ -896,7 +896,8 @@ impl QConvI8 {
         ran
     }
 
-    fn run(&self, input: &Tensor) -> TractResult<Tensor> {
+    /// The output's shape for `input`, an error when the input does not fit the op.
+    fn output_shape(&self, input: &Tensor) -> TractResult<[usize; 4]> {
         let shape = self.matmul_input_shape(input.shape());
         let &[batch, k, h, w] = &*shape else {
             bail!("QConvI8: input of rank {} (4 expected)", shape.len());
@@ -914,7 +915,22 @@ impl QConvI8 {
                 input.shape()
             );
         }
-        let out = Tensor::zero_dt(self.out_dt, &[batch, self.m, h, w])?;
+        Ok([batch, self.m, h, w])
+    }
+
+    /// Writes the convolution of `input` into `out`, of [`QConvI8::output_shape`] and the
+    /// op's output type.
+    fn run_into(&self, input: &Tensor, out: &mut Tensor) -> TractResult<()> {
+        let [batch, k, h, w] = self.matmul_input_shape(input.shape())[..] else {
+            bail!("QConvI8: input of rank {} (4 expected)", input.rank());
+        };
+        ensure!(
+            out.shape() == [batch, self.m, h, w] && out.datum_type() == self.out_dt,
+            "QConvI8: output {:?} {:?}",
+            out.datum_type(),
+            out.shape()
+        );
+        let out = &*out;
         let src = input.as_bytes();
         let pl = self.b_layout.panel_len(k);
         // Bands of whole output rows, about BAND_BYTES packed each, as many as a multiple of
@@ -940,7 +956,7 @@ impl QConvI8 {
         let bands: Vec<(usize, usize, usize)> = (0..batch)
             .flat_map(|b| per_item.iter().map(move |&(y0, rows)| (b, y0, rows)))
             .collect();
-        let out_ref = &out;
+        let out_ref = out;
         let band = |&(b, y0, rows): &(usize, usize, usize)| -> TractResult<()> {
             // The thread's band memory, kept between bands and frames; a fresh one only if the
             // thread's is in use (it never is: a band calls nothing that runs another band).
@@ -961,7 +977,7 @@ impl QConvI8 {
             }
             _ => bands.iter().try_for_each(band)?,
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -996,11 +1012,14 @@ impl Op for QConvI8 {
 }
 
 impl EvalOp for QConvI8 {
-    fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let [input] = &*inputs else {
             bail!("QConvI8 takes one input, got {}", inputs.len());
         };
-        Ok(tvec!(self.run(input)?.into_tvalue()))
+        let shape = self.output_shape(input)?;
+        let (out, ()) =
+            super::recycle::output(ctx, self.out_dt, &shape, |out| self.run_into(input, out))?;
+        Ok(tvec!(out))
     }
 
     op_out_of_plan!();

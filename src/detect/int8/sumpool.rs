@@ -50,7 +50,7 @@ impl FastSumPool {
         })
     }
 
-    fn run(&self, input: &Tensor) -> TractResult<Option<Tensor>> {
+    fn run(&self, ctx: &EvalContext, input: &Tensor) -> TractResult<Option<TValue>> {
         let &[n, c, h, w] = input.shape() else {
             return Ok(None);
         };
@@ -68,17 +68,18 @@ impl FastSumPool {
         };
         // Whole planes per chunk, side by side on the model's threads.
         let unit = (oh * ow).max(1);
-        let (out, ok) = super::tensors::tensor_filled(&[n, c, oh, ow], f32::datum_type(), |out| {
-            super::par::for_chunks(out, unit, |first, dst| {
-                match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
-                    Some(planes) => {
-                        sum_planes(planes, [h, w], dst, [oh, ow], [kh, kw], [sy, sx], div);
-                        true
+        let (out, ok) =
+            super::tensors::tensor_filled(ctx, &[n, c, oh, ow], f32::datum_type(), |out| {
+                super::par::for_chunks(out, unit, |first, dst| {
+                    match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
+                        Some(planes) => {
+                            sum_planes(planes, [h, w], dst, [oh, ow], [kh, kw], [sy, sx], div);
+                            true
+                        }
+                        None => false,
                     }
-                    None => false,
-                }
-            })
-        })?;
+                })
+            })?;
         ensure!(ok, "FastSumPool: planes out of range");
         Ok(Some(out))
     }
@@ -136,7 +137,7 @@ impl Op for FastSumPool {
 impl EvalOp for FastSumPool {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
-            [input] => self.run(input),
+            [input] => self.run(ctx, input),
             _ => Ok(None),
         })
     }

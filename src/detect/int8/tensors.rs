@@ -2,6 +2,7 @@
 //! ([`byte_tensor`]) or written in place ([`tensor_filled`]), typed as the op's output.
 
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::plan::EvalContext;
 
 /// A tensor of the 1-byte type `dt` and shape `shape` that owns `values` (no copy): how the
 /// ops here hand back what they wrote. An error when the sizes do not fit.
@@ -33,24 +34,23 @@ fn retype_bytes(t: &mut Tensor, dt: DatumType) {
 }
 
 /// A tensor of `shape` and type `dt` whose elements `fill` writes in place, as values of `T`
-/// (`T` is `dt` itself, or for a one-byte `dt`, such as a quantized int8 type, any one-byte
-/// type); with `fill`'s verdict. The tensor is made zeroed (one `memset`) and never copied:
-/// a vector turned into a tensor is copied once more, on the calling thread alone, which at 2
-/// threads is a serial pass over every output of the op.
+/// (`dt` itself, or the type a quantized `dt` quantizes, such as `i8` for an int8 type); with
+/// `fill`'s verdict. The tensor is zeroed and never copied (a vector turned into a tensor is
+/// copied once more, on the calling thread alone, which at 2 threads is a serial pass over
+/// every output of the op), and it is one the plan state running the op (`ctx`) kept from an
+/// earlier inference when it can be ([`recycle`](super::recycle)).
 pub(crate) fn tensor_filled<T: Datum>(
+    ctx: &EvalContext,
     shape: &[usize],
     dt: DatumType,
     fill: impl FnOnce(&mut [T]) -> bool,
-) -> TractResult<(Tensor, bool)> {
+) -> TractResult<(TValue, bool)> {
     anyhow::ensure!(
-        T::datum_type() == dt || (std::mem::size_of::<T>() == 1 && dt.size_of() == 1),
+        T::datum_type() == dt.unquantized(),
         "a tensor of {dt:?} cannot be written as {:?}",
         T::datum_type()
     );
-    let mut t = Tensor::zero_dt(T::datum_type(), shape)?;
-    let ok = fill(t.try_as_plain_ram_mut()?.as_slice_mut::<T>()?);
-    if T::datum_type() != dt {
-        retype_bytes(&mut t, dt);
-    }
-    Ok((t, ok))
+    super::recycle::output(ctx, dt, shape, |t| {
+        Ok(fill(t.try_as_plain_ram_mut()?.as_slice_mut::<T>()?))
+    })
 }

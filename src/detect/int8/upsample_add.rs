@@ -402,7 +402,7 @@ impl Op for FastUpsampleAdd {
 }
 
 impl EvalOp for FastUpsampleAdd {
-    fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let [x, y] = &*inputs else {
             bail!("FastUpsampleAdd takes two inputs, got {}", inputs.len());
         };
@@ -425,22 +425,25 @@ impl EvalOp for FastUpsampleAdd {
         let sources = (&Source::new(x, self.x)?, &Source::new(y, self.y)?);
         let plane = self.out_hw[0] * self.out_hw[1];
         let (out, ok) = match self.out {
-            Output::Float => {
-                super::tensors::tensor_filled(&shape, f32::datum_type(), |out: &mut [f32]| {
+            Output::Float => super::tensors::tensor_filled(
+                ctx,
+                &shape,
+                f32::datum_type(),
+                |out: &mut [f32]| {
                     super::par::for_chunks(out, plane, |first, dst| {
                         self.planes(sources, &plans, first / plane, dst, |s, d| {
                             d.copy_from_slice(s)
                         })
                     })
-                })?
-            }
+                },
+            )?,
             Output::Int8 {
                 multiplier_bits,
                 zero_point,
                 dt,
             } => {
                 let multiplier = f32::from_bits(multiplier_bits);
-                super::tensors::tensor_filled(&shape, dt, |out: &mut [i8]| {
+                super::tensors::tensor_filled(ctx, &shape, dt, |out: &mut [i8]| {
                     super::par::for_chunks(out, plane, |first, dst| {
                         self.planes(sources, &plans, first / plane, dst, |s, d| {
                             quantize(s, d, multiplier, zero_point)
@@ -450,7 +453,7 @@ impl EvalOp for FastUpsampleAdd {
             }
         };
         ensure!(ok, "FastUpsampleAdd: rows out of range");
-        Ok(tvec!(out.into_tvalue()))
+        Ok(tvec!(out))
     }
 
     op_out_of_plan!();
