@@ -15,6 +15,8 @@
 //!   [`taps_early::install`] puts it in before tract optimizes, so tract optimizes a graph a
 //!   third the size;
 //! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op;
+//! - [`head::FastHead`]: a detection head's dequantize, channel split, sigmoid and
+//!   transposes to its outputs, as one op writing them by table lookups;
 //! - [`qconv::QConvI8`]: a quantized 1×1 convolution (and the im2col it reads) with tract's
 //!   int8 kernel and fused requantization, put in before tract optimizes: tract's lowering of
 //!   those convolutions (most of INT8's load time) never runs.
@@ -28,6 +30,7 @@
 pub mod downsample;
 mod fallback;
 pub mod fast_pack;
+pub mod head;
 pub mod im2col;
 pub mod input;
 pub mod lut;
@@ -101,6 +104,9 @@ pub struct Report {
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
     pub sumpools_ours: usize,
+    /// Detection heads whose dequantize, split, sigmoid and transposes are one
+    /// [`head::FastHead`] each.
+    pub heads_ours: usize,
     /// The input's quantization taken out of the graph and done by the preprocessing
     /// ([`input::take_input_quantization`]; set by the caller).
     pub input_by_preprocessing: bool,
@@ -177,6 +183,7 @@ impl Report {
             (self.sumpools_ours, "average pool"),
             (self.resizes_ours, "resize"),
             (self.upsample_adds_ours, "upsample-add"),
+            (self.heads_ours, "head output"),
         ] {
             if n > 0 {
                 parts.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
@@ -405,11 +412,12 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
     }
     if ours {
         // The INT8 graphs' upsample → add (→ quantize) chains, their resizes and quantizations
-        // now lookout's, as one op each.
+        // now lookout's, as one op each; then the heads' float tails, one op each.
         let (chains, _, quantizations) = upsample_add::install(model)?;
         report.upsample_adds_ours = chains;
         report.resizes_ours = report.resizes_ours.saturating_sub(chains);
         report.quantizes_ours = report.quantizes_ours.saturating_sub(quantizations);
+        report.heads_ours = head::install(model)?;
     }
     if ours && fuse {
         report.taps_packed = fuse_taps_into_packs(model)?;
