@@ -15,6 +15,7 @@
 //!   [`taps_early::install`] puts it in before tract optimizes, so tract optimizes a graph a
 //!   third the size;
 //! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op;
+//! - [`concat::FastConcat`]: tract's `Concat`, copying each input's blocks in place;
 //! - [`head::FastHead`]: a detection head's dequantize, channel split, sigmoid and
 //!   transposes to its outputs, as one op writing them by table lookups;
 //! - [`qconv::QConvI8`]: a quantized 1×1 convolution (and the im2col it reads) with tract's
@@ -27,6 +28,7 @@
 //! The ops write their outputs into tensors a [`recycle::Recycler`] keeps from one inference
 //! to the next (`LOOKOUT_INT8_RECYCLE=off`: new ones every time, for comparisons).
 
+pub mod concat;
 pub mod downsample;
 mod fallback;
 pub mod fast_pack;
@@ -40,7 +42,7 @@ pub mod pairwise;
 pub mod par;
 pub mod qconv;
 pub mod quant;
-pub(crate) mod recycle;
+pub mod recycle;
 pub mod resize;
 mod rewrite;
 pub mod sumpool;
@@ -53,6 +55,7 @@ pub mod winograd;
 
 use rewrite::replace_reading;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::array::TypedConcat;
 use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
 use tract_onnx::tract_core::ops::cnn::{OptMaxPool, OptSumPool};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
@@ -104,6 +107,8 @@ pub struct Report {
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
     pub sumpools_ours: usize,
+    /// Concatenations now done by lookout (into a kept tensor).
+    pub concats_ours: usize,
     /// Detection heads whose dequantize, split, sigmoid and transposes are one
     /// [`head::FastHead`] each.
     pub heads_ours: usize,
@@ -183,6 +188,7 @@ impl Report {
             (self.sumpools_ours, "average pool"),
             (self.resizes_ours, "resize"),
             (self.upsample_adds_ours, "upsample-add"),
+            (self.concats_ours, "concatenation"),
             (self.heads_ours, "head output"),
         ] {
             if n > 0 {
@@ -326,6 +332,64 @@ pub fn install_with(model: &mut TypedModel, ours: bool) -> TractResult<Report> {
     install_stages(model, ours, true)
 }
 
+/// lookout's op in place of `node` (whose first input is `input`), counted in `report`;
+/// `None` when it keeps tract's (`forced`: tract's ops asked for; only the int8 packs are
+/// counted then).
+fn ours_for(
+    node: &TypedNode,
+    input: &TypedFact,
+    inputs: &[&TypedFact],
+    forced: bool,
+    report: &mut Report,
+) -> Option<Box<dyn TypedOp>> {
+    if let Some(op) = node.op_as::<Downsample>() {
+        let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
+        report.downsamples_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<Im2Col>() {
+        let ours = im2col::FastIm2col::for_op(op, input, &node.outputs[0].fact).filter(|_| !forced);
+        report.im2cols_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<ElementWiseOp>() {
+        if let Some(q) = quant::FastQuantize::for_op(op, input, &node.outputs[0].fact) {
+            let ours = Some(q).filter(|_| !forced);
+            report.quantizes_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
+        } else {
+            let ours = lut::FastLut::for_op(op, input).filter(|_| !forced);
+            report.luts_ours += ours.is_some() as usize;
+            ours.map(|o| Box::new(o) as _)
+        }
+    } else if let Some(op) = node.op_as::<Resize>() {
+        let ours = resize::FastResize::for_op(op, input).filter(|_| !forced);
+        report.resizes_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<OptSumPool>() {
+        let ours = sumpool::FastSumPool::for_op(op, input).filter(|_| !forced);
+        report.sumpools_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<OptMaxPool>() {
+        let ours = maxpool::FastMaxPoolI8::for_op(op, input).filter(|_| !forced);
+        report.maxpools_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<OptMatMulPack>() {
+        if input.datum_type.size_of() != 1 {
+            return None;
+        }
+        report.packs_int8 += 1;
+        let ours =
+            fast_pack::FastPackI8::for_op(op, input, &node.outputs[0].fact).filter(|_| !forced);
+        report.packs_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<TypedConcat>() {
+        let ours = concat::FastConcat::for_op(op, inputs).filter(|_| !forced);
+        report.concats_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
+    } else {
+        None
+    }
+}
+
 /// [`install_with`], with the last step, packing im2cols row by row, only when `fuse`.
 fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult<Report> {
     let mut report = Report::default();
@@ -349,48 +413,9 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
             continue;
         };
         let input = model.outlet_fact(first_input)?;
-        let ours: Option<Box<dyn TypedOp>> = if let Some(op) = node.op_as::<Downsample>() {
-            let ours = downsample::FastDownsample::for_op(op, input).filter(|_| !forced);
-            report.downsamples_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
-        } else if let Some(op) = node.op_as::<Im2Col>() {
-            let ours =
-                im2col::FastIm2col::for_op(op, input, &node.outputs[0].fact).filter(|_| !forced);
-            report.im2cols_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
-        } else if let Some(op) = node.op_as::<ElementWiseOp>() {
-            if let Some(q) = quant::FastQuantize::for_op(op, input, &node.outputs[0].fact) {
-                let ours = Some(q).filter(|_| !forced);
-                report.quantizes_ours += ours.is_some() as usize;
-                ours.map(|o| Box::new(o) as _)
-            } else {
-                let ours = lut::FastLut::for_op(op, input).filter(|_| !forced);
-                report.luts_ours += ours.is_some() as usize;
-                ours.map(|o| Box::new(o) as _)
-            }
-        } else if let Some(op) = node.op_as::<Resize>() {
-            let ours = resize::FastResize::for_op(op, input).filter(|_| !forced);
-            report.resizes_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
-        } else if let Some(op) = node.op_as::<OptSumPool>() {
-            let ours = sumpool::FastSumPool::for_op(op, input).filter(|_| !forced);
-            report.sumpools_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
-        } else if let Some(op) = node.op_as::<OptMaxPool>() {
-            let ours = maxpool::FastMaxPoolI8::for_op(op, input).filter(|_| !forced);
-            report.maxpools_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
-        } else if let Some(op) = node.op_as::<OptMatMulPack>() {
-            if input.datum_type.size_of() != 1 {
-                continue;
-            }
-            report.packs_int8 += 1;
-            let ours =
-                fast_pack::FastPackI8::for_op(op, input, &node.outputs[0].fact).filter(|_| !forced);
-            report.packs_ours += ours.is_some() as usize;
-            ours.map(|o| Box::new(o) as _)
-        } else {
-            None
+        let ours = {
+            let facts = model.node_input_facts(id)?;
+            ours_for(node, input, &facts, forced, &mut report)
         };
         if let Some(ours) = ours {
             let inputs = node.inputs.clone();
@@ -405,6 +430,7 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         + report.im2cols_ours
         + report.quantizes_ours
         + report.sumpools_ours
+        + report.concats_ours
         > 0
     {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.

@@ -27,7 +27,7 @@ pub(crate) fn recycling_off() -> bool {
 /// (`state.turn_state.shared.insert(Recycler::default())`), call [`Recycler::end_turn`]
 /// after each run.
 #[derive(Debug, Default)]
-pub(crate) struct Recycler {
+pub struct Recycler {
     kept: Mutex<Kept>,
 }
 
@@ -60,7 +60,7 @@ impl Recycler {
 
     /// Ends a turn: drops the kept tensors this turn did not hand out (those of a shape the
     /// state no longer makes), so that what is kept never outgrows one inference's needs.
-    pub(crate) fn end_turn(&self) {
+    pub fn end_turn(&self) {
         if let Ok(mut kept) = self.kept.lock() {
             let turn = kept.turn;
             kept.tensors.retain(|(_, used)| *used == turn);
