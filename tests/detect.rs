@@ -351,17 +351,27 @@ fn int8_top_detections_match_onnxruntime(model: &str, size: u32) {
     assert_self_check_passes(&det);
 }
 
+/// The shipped 416 INT8 model on 1 thread, stretched input.
+fn int8_416_one_thread() -> DetectorConfig {
+    DetectorConfig {
+        model: ModelSource::File(repo("models/nanodet-g-416-int8.onnx")),
+        resize: ResizeMode::Stretch,
+        threads: 1,
+        ..DetectorConfig::default()
+    }
+}
+
+/// Raw outputs as bits, to compare them exactly.
+fn bits(v: Vec<f32>) -> Vec<u32> {
+    v.into_iter().map(f32::to_bits).collect()
+}
+
 /// With a pool, the whole plan runs on one of the pool's threads (`pool.install`): the INT8
 /// model's raw outputs on a 2-thread pool are the 1-thread ones bit for bit, also when the
 /// caller is itself one of the pool's threads (nested install runs in place, no deadlock).
 #[test]
 fn int8_on_a_pool_gives_the_one_thread_outputs_from_any_thread() {
-    let cfg = DetectorConfig {
-        model: ModelSource::File(repo("models/nanodet-g-416-int8.onnx")),
-        resize: ResizeMode::Stretch,
-        threads: 1,
-        ..DetectorConfig::default()
-    };
+    let cfg = int8_416_one_thread();
     let one = Detector::load(&cfg).unwrap();
     let pool = std::sync::Arc::new(
         rayon::ThreadPoolBuilder::new()
@@ -374,7 +384,6 @@ fn int8_on_a_pool_gives_the_one_thread_outputs_from_any_thread() {
     for (img, _) in PHOTOS {
         let input = golden_input(img, 416, 416);
         let want = one.run_raw(&input).unwrap().concatenated();
-        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
         let outside = two.run_raw(&input).unwrap().concatenated();
         assert_eq!(bits(outside), bits(want.clone()), "{img}: 2 threads");
         let inside = pool.install(|| two.run_raw(&input).unwrap().concatenated());
@@ -391,13 +400,7 @@ fn int8_on_a_pool_gives_the_one_thread_outputs_from_any_thread() {
 /// keeps stays the same from the second inference on.
 #[test]
 fn int8_outputs_do_not_depend_on_what_ran_before_and_kept_memory_stays_put() {
-    let cfg = DetectorConfig {
-        model: ModelSource::File(repo("models/nanodet-g-416-int8.onnx")),
-        resize: ResizeMode::Stretch,
-        threads: 1,
-        ..DetectorConfig::default()
-    };
-    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let cfg = int8_416_one_thread();
     let inputs: Vec<_> = PHOTOS
         .iter()
         .map(|(img, _)| golden_input(img, 416, 416))

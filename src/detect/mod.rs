@@ -168,7 +168,7 @@ pub struct Detector {
     plan: Plan,
     /// The plan's state kept between inferences, with the op outputs it recycles
     /// ([`int8::recycle`]); empty while an inference has it out.
-    session: Mutex<Option<TypedSimpleState>>,
+    state: Mutex<Option<TypedSimpleState>>,
     executor: Executor,
     info: ModelInfo,
     cfg: DetectorConfig,
@@ -529,7 +529,7 @@ impl Detector {
         }
         Ok(Detector {
             plan,
-            session: Mutex::new(None),
+            state: Mutex::new(None),
             executor,
             info,
             cfg: cfg.clone(),
@@ -541,7 +541,7 @@ impl Detector {
     /// ([`int8::recycle`]): how many, and their bytes (none before the first inference, and
     /// none while an inference runs).
     pub fn kept_outputs(&self) -> (usize, usize) {
-        self.session
+        self.state
             .lock()
             .ok()
             .and_then(|kept| {
@@ -655,8 +655,8 @@ impl Detector {
 
     /// The kept plan state, or a new one (the first inference, or one running beside another
     /// on the same detector) with a [`Recycler`](int8::recycle::Recycler) of its own.
-    fn take_session(&self) -> TractResult<TypedSimpleState> {
-        if let Some(state) = self.session.lock().ok().and_then(|mut kept| kept.take()) {
+    fn take_state(&self) -> TractResult<TypedSimpleState> {
+        if let Some(state) = self.state.lock().ok().and_then(|mut kept| kept.take()) {
             return Ok(state);
         }
         let mut state = self.plan.spawn()?;
@@ -672,11 +672,11 @@ impl Detector {
     /// Keeps `state`, which has just run an inference, for the next (unless another is kept
     /// already); what its recycler kept that this inference did not use is dropped. A state
     /// whose run failed never comes here: it is dropped with everything it holds.
-    fn keep_session(&self, state: TypedSimpleState) {
+    fn keep_state(&self, state: TypedSimpleState) {
         if let Some(recycler) = state.turn_state.shared.get::<int8::recycle::Recycler>() {
             recycler.end_turn();
         }
-        if let Ok(mut kept) = self.session.lock() {
+        if let Ok(mut kept) = self.state.lock() {
             kept.get_or_insert(state);
         }
     }
@@ -694,7 +694,7 @@ impl Detector {
         let executor = self.executor.clone();
         let work = move || -> TractResult<RawOutputs> {
             multithread_tract_scope(executor, || {
-                let mut state = self.take_session()?;
+                let mut state = self.take_state()?;
                 let outputs = match profile {
                     None => state.run(tvec!(tensor.into()))?,
                     Some(profile) => {
@@ -712,7 +712,7 @@ impl Detector {
                         outputs
                     }
                 };
-                self.keep_session(state);
+                self.keep_state(state);
                 let mut raw = RawOutputs::default();
                 for (i, t) in outputs.iter().enumerate() {
                     let view = t.to_plain_array_view::<f32>()?;
