@@ -188,8 +188,10 @@ fn bench_step(c: &mut Criterion) {
     let mut events = Events::new(Rules::new(&cfg, &zones).unwrap_or_else(|e| panic!("{e:?}")));
     let size = ((W as f32 * SCALE) as u32, (H as f32 * SCALE) as u32);
     let mut seen = Vec::new();
+    let mut ran = 0u64;
     c.bench_function("track_step_and_events_10_objects_320x240", |b| {
         b.iter(|| {
+            ran += 1;
             let gray = black_box(&frames[seq as usize % PERIOD]);
             tracker.step(seq, gray);
             let at = Duration::from_millis(100 * seq);
@@ -203,11 +205,14 @@ fn bench_step(c: &mut Criterion) {
             events.drain().len()
         })
     });
-    assert_eq!(
-        events.in_view().count(),
-        OBJECTS,
-        "every object is an event"
-    );
+    // (A filter that leaves this case out runs none of its frames.)
+    if ran > 0 {
+        assert_eq!(
+            events.in_view().count(),
+            OBJECTS,
+            "every object is an event"
+        );
+    }
 
     let mut empty = Tracker::new(TrackerConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     let mut seq = 0u64;

@@ -111,15 +111,7 @@ impl FastHead {
         if fact.datum_type != i8::datum_type() {
             return None;
         }
-        let all: Vec<i8> = (i8::MIN..=i8::MAX).collect();
-        let out = deq
-            .eval_out_of_plan(tvec!(tensor1(&all).into_tvalue()))
-            .ok()??;
-        let values = floats(out.first()?)?;
-        // The table is indexed by the value's byte: 0..=127, then −128..=−1.
-        let by_byte: Vec<f32> = (0..=255u8)
-            .map(|b| values[(b as i8 as i32 + 128) as usize])
-            .collect();
+        let by_byte = super::quant::dequantization_table(deq)?;
         let slices = &node.outputs.first()?.successors;
         if slices.len() < 2 || node.outputs.len() != 1 {
             return None;

@@ -107,6 +107,9 @@ pub struct Report {
     pub quantizes_ours: usize,
     /// Float average pools now done by lookout.
     pub sumpools_ours: usize,
+    /// Of those, the pools that read an int8 tensor and dequantize it as they go
+    /// ([`sumpool::fuse_dequantizations`]).
+    pub dequantizations_in_pools: usize,
     /// Concatenations now done by lookout (into a kept tensor).
     pub concats_ours: usize,
     /// Detection heads whose dequantize, split, sigmoid and transposes are one
@@ -194,6 +197,11 @@ impl Report {
             if n > 0 {
                 parts.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
             }
+        }
+        if self.dequantizations_in_pools > 0 {
+            let n = self.dequantizations_in_pools;
+            let s = if n == 1 { "" } else { "s" };
+            parts.push(format!("{n} dequantization{s} in the pools"));
         }
         if self.input_by_preprocessing {
             parts.push("input quantized by the preprocessing".to_string());
@@ -444,6 +452,7 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         report.resizes_ours = report.resizes_ours.saturating_sub(chains);
         report.quantizes_ours = report.quantizes_ours.saturating_sub(quantizations);
         report.heads_ours = head::install(model)?;
+        report.dequantizations_in_pools = sumpool::fuse_dequantizations(model)?;
     }
     if ours && fuse {
         report.taps_packed = fuse_taps_into_packs(model)?;
@@ -884,6 +893,10 @@ mod tests {
                 count::<upsample_add::FastUpsampleAdd>(&ours),
                 2,
                 "{file} at {w}x{h}: upsample-adds in the plan"
+            );
+            assert_eq!(
+                report.dequantizations_in_pools, 2,
+                "{file} at {w}x{h}: the pyramid's pools read int8"
             );
             same_outputs(
                 &format!("{file} at {w}x{h}"),

@@ -7,9 +7,29 @@
 
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
-use tract_onnx::tract_core::ops::quant::QuantizeLinearI8;
+use tract_onnx::tract_core::ops::quant::{DequantizeLinearF32, QuantizeLinearI8};
 
 pub use crate::quantize::{quantize, quantize_portable};
+
+/// The float that `deq` makes of each int8 value, indexed by the value's byte (0..=127, then
+/// −128..=−1): tract's own dequantization run on all 256 values, so a lookup is its result
+/// bit for bit. `None` if tract's op does not give one float per value.
+pub(super) fn dequantization_table(deq: &DequantizeLinearF32) -> Option<Vec<f32>> {
+    let all: Vec<i8> = (i8::MIN..=i8::MAX).collect();
+    let out = deq
+        .eval_out_of_plan(tvec!(tensor1(&all).into_tvalue()))
+        .ok()??;
+    let values = out.first()?.try_as_plain_ram().ok()?;
+    let values = values.as_slice::<f32>().ok()?;
+    if values.len() != 256 {
+        return None;
+    }
+    Some(
+        (0..=255u8)
+            .map(|b| values[(b as i8 as i32 + 128) as usize])
+            .collect(),
+    )
+}
 
 /// The op that replaces one `QuantizeLinearI8` of an f32 tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

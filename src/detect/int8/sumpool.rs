@@ -3,22 +3,35 @@
 //! tract visits every window through a generic patch walker; this reads each window's rows
 //! directly. Each output is the same float sum, in the same order (the window's values row
 //! by row, through `Iterator::sum`, as tract's), times the same reciprocal of the count.
+//!
+//! In the INT8 graphs each pool reads a dequantization of an int8 tensor that nothing else
+//! reads: [`fuse_dequantizations`] makes the pool read the int8 tensor and dequantize as it
+//! goes, through a 256-entry table computed by tract's own dequantization of every int8
+//! value. The float tensor in between (1 MB at the 416×416 input) is never written; the
+//! outputs are the same bits.
 
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::cnn::{OptSumPool, PaddingSpec};
 use tract_onnx::tract_core::ops::nn::DataFormat;
 
+use tract_onnx::tract_core::ops::quant::DequantizeLinearF32;
+
 use super::fallback::eval_or_tract_op;
 
 /// The op that replaces one `OptSumPool`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FastSumPool {
     /// The op it replaces: its output facts are ours, and it runs for any input this op does
     /// not handle.
     inner: OptSumPool,
     kernel: [usize; 2],
     stride: [usize; 2],
+    /// When the input is int8: the float value of each byte (the dequantization it absorbed).
+    table: Option<Arc<Vec<f32>>>,
 }
+
+// Equal ops compute the same: the tables hold tract's dequantized values (never NaN).
+impl Eq for FastSumPool {}
 
 impl FastSumPool {
     /// The replacement for `op` on an input of fact `input`: f32, NCHW, 2-D, no dilation,
@@ -47,6 +60,20 @@ impl FastSumPool {
             inner: op.clone(),
             kernel,
             stride,
+            table: None,
+        })
+    }
+
+    /// This pool reading the int8 input of `deq` instead of its float output; `None` when
+    /// the pool already reads int8 or the table cannot be made.
+    pub fn with_dequantization(&self, deq: &DequantizeLinearF32) -> Option<FastSumPool> {
+        if self.table.is_some() {
+            return None;
+        }
+        let table = super::quant::dequantization_table(deq)?;
+        Some(FastSumPool {
+            table: Some(Arc::new(table)),
+            ..self.clone()
         })
     }
 
@@ -60,7 +87,11 @@ impl FastSumPool {
             return Ok(None);
         }
         let (oh, ow) = ((h - kh) / sy + 1, (w - kw) / sx + 1);
-        let src = input.try_as_plain_ram()?.as_slice::<f32>()?;
+        let data = input.try_as_plain_ram()?;
+        let src = match &self.table {
+            None => Values::Float(data.as_slice::<f32>()?),
+            Some(table) => Values::Int8(data.as_slice::<i8>()?, table),
+        };
         let div = if self.inner.normalize {
             Some(((kh * kw) as f32).recip())
         } else {
@@ -71,12 +102,17 @@ impl FastSumPool {
         let (out, ok) =
             super::tensors::tensor_filled(ctx, &[n, c, oh, ow], f32::datum_type(), |out| {
                 super::par::for_chunks(out, unit, |first, dst| {
-                    match src.get(first / unit * h * w..(first + dst.len()) / unit * h * w) {
-                        Some(planes) => {
-                            sum_planes(planes, [h, w], dst, [oh, ow], [kh, kw], [sy, sx], div);
+                    let planes = first / unit * h * w..(first + dst.len()) / unit * h * w;
+                    let geometry = ([h, w], [oh, ow], [kh, kw], [sy, sx]);
+                    match src {
+                        Values::Float(v) => v.get(planes).is_some_and(|planes| {
+                            sum_planes(planes, |x| x, dst, geometry, div);
                             true
-                        }
-                        None => false,
+                        }),
+                        Values::Int8(v, table) => v.get(planes).is_some_and(|planes| {
+                            sum_planes(planes, |x| table[x as u8 as usize], dst, geometry, div);
+                            true
+                        }),
                     }
                 })
             })?;
@@ -85,15 +121,63 @@ impl FastSumPool {
     }
 }
 
+/// Makes every [`FastSumPool`] that is the only reader of an int8 tensor's dequantization
+/// (not a model output) read the int8 tensor itself ([`FastSumPool::with_dequantization`]);
+/// returns how many. The dequantizations fall out of the graph.
+pub fn fuse_dequantizations(model: &mut TypedModel) -> TractResult<usize> {
+    let outputs = model.output_outlets()?.to_vec();
+    let mut fused = Vec::new();
+    for node in model.nodes() {
+        let Some(pool) = node.op_as::<FastSumPool>() else {
+            continue;
+        };
+        let &[outlet] = &*node.inputs else {
+            continue;
+        };
+        let producer = model.node(outlet.node);
+        let Some(deq) = producer.op_as::<DequantizeLinearF32>() else {
+            continue;
+        };
+        let &[source] = &*producer.inputs else {
+            continue;
+        };
+        if model.outlet_successors(outlet).len() != 1
+            || outputs.contains(&outlet)
+            || model.outlet_fact(source)?.datum_type.unquantized() != i8::datum_type()
+        {
+            continue;
+        }
+        if let Some(op) = pool.with_dequantization(deq) {
+            fused.push((node.id, source, op));
+        }
+    }
+    let n = fused.len();
+    for (id, source, op) in fused {
+        let node = model.node(id);
+        TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
+    }
+    if n > 0 {
+        *model = std::mem::take(model).into_compact()?;
+    }
+    Ok(n)
+}
+
+/// What a pool reads: floats, or int8 values and the float of each byte.
+#[derive(Clone, Copy)]
+enum Values<'a> {
+    Float(&'a [f32]),
+    Int8(&'a [i8], &'a [f32]),
+}
+
 /// The sums (times `div`, when given) of `kh × kw` windows at strides `sy`, `sx` over the
-/// row-major `h × w` planes of `src`, into the `oh × ow` planes of `out`, in tract's order.
-fn sum_planes(
-    src: &[f32],
-    [h, w]: [usize; 2],
+/// row-major `h × w` planes of `src`, each value read as `value(x)`, into the `oh × ow`
+/// planes of `out`, in tract's order.
+#[inline(always)]
+fn sum_planes<T: Copy>(
+    src: &[T],
+    value: impl Fn(T) -> f32,
     out: &mut [f32],
-    [oh, ow]: [usize; 2],
-    [kh, kw]: [usize; 2],
-    [sy, sx]: [usize; 2],
+    ([h, w], [oh, ow], [kh, kw], [sy, sx]): ([usize; 2], [usize; 2], [usize; 2], [usize; 2]),
     div: Option<f32>,
 ) {
     for (plane, dst) in src
@@ -108,6 +192,7 @@ fn sum_planes(
                     let x = ox * sx;
                     let sum = [r0[x], r0[x + 1], r1[x], r1[x + 1]]
                         .into_iter()
+                        .map(&value)
                         .sum::<f32>();
                     *d = div.map_or(sum, |q| sum * q);
                 }
@@ -117,7 +202,7 @@ fn sum_planes(
                     let sum = rows
                         .chunks_exact(w)
                         .flat_map(|r| &r[x..x + kw])
-                        .copied()
+                        .map(|&v| value(v))
                         .sum::<f32>();
                     *d = div.map_or(sum, |q| sum * q);
                 }
@@ -136,10 +221,27 @@ impl Op for FastSumPool {
 
 impl EvalOp for FastSumPool {
     fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
-            [input] => self.run(ctx, input),
-            _ => Ok(None),
-        })
+        let Some(table) = &self.table else {
+            return eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
+                [input] => self.run(ctx, input),
+                _ => Ok(None),
+            });
+        };
+        let [input] = &*inputs else {
+            bail!("FastSumPool takes one input, got {}", inputs.len());
+        };
+        if let Some(out) = self.run(ctx, input)? {
+            return Ok(tvec!(out));
+        }
+        // A shape this op does not walk: tract's pool on the dequantized values.
+        let values = input.try_as_plain_ram()?;
+        let floats: Vec<f32> = values
+            .as_slice::<i8>()?
+            .iter()
+            .map(|&v| table[v as u8 as usize])
+            .collect();
+        let floats = Tensor::from_shape(input.shape(), &floats)?;
+        self.inner.eval(ctx, tvec!(floats.into_tvalue()))
     }
 
     op_out_of_plan!();
@@ -147,6 +249,14 @@ impl EvalOp for FastSumPool {
 
 impl TypedOp for FastSumPool {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        if self.table.is_some() {
+            // The facts of the float input it replaced: the same shape, f32.
+            let [input] = inputs else {
+                bail!("FastSumPool takes one input, got {}", inputs.len());
+            };
+            let floats = f32::fact(input.shape.clone());
+            return self.inner.output_facts(&[&floats]);
+        }
         self.inner.output_facts(inputs)
     }
 
@@ -224,5 +334,90 @@ mod tests {
             }
         }
         assert_eq!(checked, 10);
+    }
+
+    /// Reading int8 through the dequantization's table: the bits of tract's dequantize then
+    /// pool, on every int8 value, 2×2/2 and 3×3/1, on one and two threads; and the same bits
+    /// through tract's pool for a shape the op does not walk (a plane smaller than the kernel).
+    #[test]
+    fn a_pool_reading_int8_equals_tract_s_dequantize_then_pool() {
+        let ctx = EvalContext::out_of_plan();
+        let deq = DequantizeLinearF32 {
+            scale: 0.0371,
+            zero_point: -3,
+        };
+        let table = crate::detect::int8::quant::dequantization_table(&deq).unwrap();
+        for (shape, kernel, strides) in [
+            ([1usize, 4, 16, 16], [2usize, 2], [2usize, 2]),
+            ([1, 3, 7, 9], [3, 3], [1, 1]),
+            ([1, 8, 96, 96], [2, 2], [2, 2]),
+            ([1, 2, 1, 5], [2, 2], [2, 2]),
+        ] {
+            let spec = tract_onnx::tract_core::ops::cnn::PoolSpec {
+                data_format: DataFormat::NCHW,
+                kernel_shape: kernel.iter().copied().collect(),
+                padding: PaddingSpec::Valid,
+                dilations: None,
+                strides: Some(strides.iter().copied().collect()),
+                input_channels: shape[1],
+                output_channels: shape[1],
+            };
+            let fact = f32::fact(shape);
+            let theirs = OptSumPool {
+                geometry: spec.compute_geo(&fact.shape).unwrap(),
+                pool_spec: spec,
+                count_include_pad: false,
+                normalize: true,
+            };
+            let ours = FastSumPool::for_op(&theirs, &fact)
+                .and_then(|p| p.with_dequantization(&deq))
+                .expect("taken");
+            assert!(ours.with_dequantization(&deq).is_none(), "fused once only");
+            let n: usize = shape.iter().product();
+            let q: Vec<i8> = (0..n).map(|i| (i * 37 % 256) as u8 as i8).collect();
+            let q = Tensor::from_shape(&shape, &q).unwrap();
+            let floats = deq
+                .eval_out_of_plan(tvec!(q.clone().into_tvalue()))
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                floats[0]
+                    .try_as_plain_ram()
+                    .unwrap()
+                    .as_slice::<f32>()
+                    .unwrap()[..256.min(n)],
+                q.try_as_plain_ram().unwrap().as_slice::<i8>().unwrap()[..256.min(n)]
+                    .iter()
+                    .map(|&v| table[v as u8 as usize])
+                    .collect::<Vec<_>>()[..],
+                "the table is tract's dequantization"
+            );
+            let bits = |t: &TValue| -> Vec<u32> {
+                t.to_plain_array_view::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            if shape[2] < kernel[0] {
+                // tract's pool itself refuses a plane smaller than its kernel: so does ours.
+                assert!(
+                    ours.eval(&ctx, tvec!(q.into_tvalue())).is_err()
+                        == theirs.eval(&ctx, floats).is_err()
+                );
+                continue;
+            }
+            let want = theirs.eval(&ctx, floats).unwrap();
+            let got = ours.eval(&ctx, tvec!(q.clone().into_tvalue())).unwrap();
+            let got2 = multithread_tract_scope(Executor::multithread(2), || {
+                ours.eval(&ctx, tvec!(q.into_tvalue())).unwrap()
+            });
+            assert_eq!(want[0].shape(), got[0].shape());
+            assert_eq!(bits(&want[0]), bits(&got[0]), "{shape:?} {kernel:?}");
+            assert_eq!(bits(&want[0]), bits(&got2[0]), "2 threads, {shape:?}");
+            let facts = ours.output_facts(&[&i8::fact(shape)]).unwrap();
+            assert_eq!(facts[0].datum_type, f32::datum_type());
+            assert_eq!(facts[0].shape.as_concrete().unwrap(), got[0].shape());
+        }
     }
 }
