@@ -110,6 +110,9 @@ pub struct Report {
     /// Of those, the pools that read an int8 tensor and dequantize it as they go
     /// ([`sumpool::fuse_dequantizations`]).
     pub dequantizations_in_pools: usize,
+    /// Float additions (and the quantizations of their sums) done by the pools they follow
+    /// ([`sumpool::fuse_add_quantize`]).
+    pub adds_in_pools: usize,
     /// Concatenations now done by lookout (into a kept tensor).
     pub concats_ours: usize,
     /// Detection heads whose dequantize, split, sigmoid and transposes are one
@@ -202,6 +205,11 @@ impl Report {
             let n = self.dequantizations_in_pools;
             let s = if n == 1 { "" } else { "s" };
             parts.push(format!("{n} dequantization{s} in the pools"));
+        }
+        if self.adds_in_pools > 0 {
+            let n = self.adds_in_pools;
+            let s = if n == 1 { "" } else { "s" };
+            parts.push(format!("{n} add{s} and quantization{s} in the pools"));
         }
         if self.input_by_preprocessing {
             parts.push("input quantized by the preprocessing".to_string());
@@ -453,6 +461,9 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         report.quantizes_ours = report.quantizes_ours.saturating_sub(quantizations);
         report.heads_ours = head::install(model)?;
         report.dequantizations_in_pools = sumpool::fuse_dequantizations(model)?;
+        let adds = sumpool::fuse_add_quantize(model)?;
+        report.quantizes_ours = report.quantizes_ours.saturating_sub(adds);
+        report.adds_in_pools = adds;
     }
     if ours && fuse {
         report.taps_packed = fuse_taps_into_packs(model)?;
@@ -897,6 +908,10 @@ mod tests {
             assert_eq!(
                 report.dequantizations_in_pools, 2,
                 "{file} at {w}x{h}: the pyramid's pools read int8"
+            );
+            assert_eq!(
+                report.adds_in_pools, 2,
+                "{file} at {w}x{h}: the pyramid's pools add and quantize"
             );
             same_outputs(
                 &format!("{file} at {w}x{h}"),

@@ -8,7 +8,11 @@
 //! reads: [`fuse_dequantizations`] makes the pool read the int8 tensor and dequantize as it
 //! goes, through a 256-entry table computed by tract's own dequantization of every int8
 //! value. The float tensor in between (1 MB at the 416×416 input) is never written; the
-//! outputs are the same bits.
+//! outputs are the same bits. And where the pool's sum goes only into an addition whose sum
+//! goes only into a quantization (the pyramid's `Add` → `QuantizeLinear`), the pool does
+//! both in the same pass ([`fuse_add_quantize`]): each pooled float plus the other
+//! operand's float (IEEE addition is commutative: the graph's order gives the same bits),
+//! quantized by the rounding helper [`super::quant::FastQuantize`] uses.
 
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::cnn::{OptSumPool, PaddingSpec};
@@ -16,7 +20,11 @@ use tract_onnx::tract_core::ops::nn::DataFormat;
 
 use tract_onnx::tract_core::ops::quant::DequantizeLinearF32;
 
+use tract_onnx::tract_core::ops::binary::OptBinUnicast;
+use tract_onnx::tract_core::ops::math::Add;
+
 use super::fallback::eval_or_tract_op;
+use super::quant::{quantize, FastQuantize};
 
 /// The op that replaces one `OptSumPool`.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +36,19 @@ pub struct FastSumPool {
     stride: [usize; 2],
     /// When the input is int8: the float value of each byte (the dequantization it absorbed).
     table: Option<Arc<Vec<f32>>>,
+    /// The addition and quantization it absorbed, if any: a second input then.
+    then: Option<AddQuantize>,
+}
+
+/// An addition of a second f32 input of the output's shape, then a quantization as
+/// `FastQuantize`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct AddQuantize {
+    /// tract's multiplier (the reciprocal of the ONNX scale), as its bits.
+    multiplier_bits: u32,
+    zero_point: i32,
+    /// The output's type.
+    dt: DatumType,
 }
 
 // Equal ops compute the same: the tables hold tract's dequantized values (never NaN).
@@ -61,13 +82,31 @@ impl FastSumPool {
             kernel,
             stride,
             table: None,
+            then: None,
+        })
+    }
+
+    /// This pool with `quantize` of its sum with another f32 tensor absorbed; `None` when it
+    /// absorbed one already.
+    fn with_add_quantize(&self, quantize: &FastQuantize) -> Option<FastSumPool> {
+        if self.then.is_some() {
+            return None;
+        }
+        let (multiplier, zero_point, dt) = quantize.params();
+        Some(FastSumPool {
+            then: Some(AddQuantize {
+                multiplier_bits: multiplier.to_bits(),
+                zero_point,
+                dt,
+            }),
+            ..self.clone()
         })
     }
 
     /// This pool reading the int8 input of `deq` instead of its float output; `None` when
     /// the pool already reads int8 or the table cannot be made.
     pub fn with_dequantization(&self, deq: &DequantizeLinearF32) -> Option<FastSumPool> {
-        if self.table.is_some() {
+        if self.table.is_some() || self.then.is_some() {
             return None;
         }
         let table = super::quant::dequantization_table(deq)?;
@@ -75,6 +114,36 @@ impl FastSumPool {
             table: Some(Arc::new(table)),
             ..self.clone()
         })
+    }
+
+    /// The pooled floats of the one input.
+    fn pool(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TValue> {
+        let Some(table) = &self.table else {
+            let mut out = eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
+                [input] => self.run(ctx, input),
+                _ => Ok(None),
+            })?;
+            return out
+                .pop()
+                .context("FastSumPool: tract's pool gave no output");
+        };
+        let [input] = &*inputs else {
+            bail!("FastSumPool takes one input, got {}", inputs.len());
+        };
+        if let Some(out) = self.run(ctx, input)? {
+            return Ok(out);
+        }
+        // A shape this op does not walk: tract's pool on the dequantized values.
+        let values = input.try_as_plain_ram()?;
+        let floats: Vec<f32> = values
+            .as_slice::<i8>()?
+            .iter()
+            .map(|&v| table[v as u8 as usize])
+            .collect();
+        let floats = Tensor::from_shape(input.shape(), &floats)?;
+        let mut out = self.inner.eval(ctx, tvec!(floats.into_tvalue()))?;
+        out.pop()
+            .context("FastSumPool: tract's pool gave no output")
     }
 
     fn run(&self, ctx: &EvalContext, input: &Tensor) -> TractResult<Option<TValue>> {
@@ -162,6 +231,121 @@ pub fn fuse_dequantizations(model: &mut TypedModel) -> TractResult<usize> {
     Ok(n)
 }
 
+impl AddQuantize {
+    /// `pooled + addend`, quantized, into a tensor of the output type.
+    fn apply(&self, ctx: &EvalContext, pooled: &Tensor, addend: &Tensor) -> TractResult<TValue> {
+        ensure!(
+            pooled.shape() == addend.shape(),
+            "FastSumPool: adding a {:?} tensor to the pooled {:?}",
+            addend.shape(),
+            pooled.shape()
+        );
+        let (p, a) = (pooled.try_as_plain_ram()?, addend.try_as_plain_ram()?);
+        let (p, a) = (p.as_slice::<f32>()?, a.as_slice::<f32>()?);
+        let multiplier = f32::from_bits(self.multiplier_bits);
+        const BLOCK: usize = 256;
+        let (out, ok) = super::tensors::tensor_filled(ctx, pooled.shape(), self.dt, |out| {
+            super::par::for_chunks(out, BLOCK, |first, dst| {
+                let mut sums = [0.0f32; BLOCK];
+                for (k, d) in dst.chunks_mut(BLOCK).enumerate() {
+                    let at = first + k * BLOCK;
+                    let (Some(p), Some(a)) = (p.get(at..at + d.len()), a.get(at..at + d.len()))
+                    else {
+                        return false;
+                    };
+                    let sums = &mut sums[..d.len()];
+                    for ((s, &x), &y) in sums.iter_mut().zip(p).zip(a) {
+                        *s = x + y;
+                    }
+                    quantize(sums, d, multiplier, self.zero_point);
+                }
+                true
+            })
+        })?;
+        ensure!(
+            ok,
+            "FastSumPool: the sum's inputs are shorter than its output"
+        );
+        Ok(out)
+    }
+}
+
+/// Makes every [`FastSumPool`] whose sum only an `Add` of another f32 tensor of the same
+/// shape reads, whose sum only a [`FastQuantize`] reads (none of them a model output), do
+/// the addition and the quantization too; returns how many. The add and the quantization
+/// fall out of the graph.
+pub fn fuse_add_quantize(model: &mut TypedModel) -> TractResult<usize> {
+    let mut done = 0;
+    // One at a time, the graph searched again after each patch.
+    while let Some((pool_id, addend, last, op)) = next_add_quantize(model)? {
+        let name = model.node(last).name.clone();
+        let source = model.node(pool_id).inputs[0];
+        let mut patch = TypedModelPatch::default();
+        let source = patch.tap_model(model, source)?;
+        let addend = patch.tap_model(model, addend)?;
+        let wired = patch.wire_node(format!("{name}.pool_add"), op, &[source, addend])?;
+        patch.shunt_outside(model, OutletId::new(last, 0), wired[0])?;
+        patch
+            .apply(model)
+            .with_context(|| format!("fusing the pool, add and quantization ending at {name}"))?;
+        *model = std::mem::take(model).into_compact()?;
+        done += 1;
+    }
+    Ok(done)
+}
+
+/// The first pool → add → quantization [`fuse_add_quantize`] takes: the pool's node, the
+/// add's other input, the quantization's node and the fused op.
+fn next_add_quantize(
+    model: &TypedModel,
+) -> TractResult<Option<(usize, OutletId, usize, FastSumPool)>> {
+    let outputs = model.output_outlets()?.to_vec();
+    let only_reader = |outlet: OutletId| -> Option<InletId> {
+        let succ = model.outlet_successors(outlet);
+        (succ.len() == 1 && !outputs.contains(&outlet)).then(|| succ[0])
+    };
+    for node in model.nodes() {
+        let Some(pool) = node.op_as::<FastSumPool>() else {
+            continue;
+        };
+        if pool.then.is_some() || node.inputs.len() != 1 {
+            continue;
+        }
+        let pooled = OutletId::new(node.id, 0);
+        let Some(add_inlet) = only_reader(pooled) else {
+            continue;
+        };
+        let add = model.node(add_inlet.node);
+        if !add
+            .op_as::<OptBinUnicast>()
+            .is_some_and(|op| op.binop.is::<Add>())
+            || add.inputs.len() != 2
+        {
+            continue;
+        }
+        let addend = add.inputs[1 - add_inlet.slot];
+        let pooled_fact = model.outlet_fact(pooled)?;
+        let same = |f: &TypedFact| {
+            f.datum_type == f32::datum_type()
+                && f.shape.as_concrete().is_some()
+                && f.shape == pooled_fact.shape
+        };
+        if !same(model.outlet_fact(addend)?) || !same(&add.outputs[0].fact) || !same(pooled_fact) {
+            continue;
+        }
+        let Some(q_inlet) = only_reader(OutletId::new(add.id, 0)) else {
+            continue;
+        };
+        let Some(q) = model.node(q_inlet.node).op_as::<FastQuantize>() else {
+            continue;
+        };
+        if let Some(op) = pool.with_add_quantize(q) {
+            return Ok(Some((node.id, addend, q_inlet.node, op)));
+        }
+    }
+    Ok(None)
+}
+
 /// What a pool reads: floats, or int8 values and the float of each byte.
 #[derive(Clone, Copy)]
 enum Values<'a> {
@@ -220,28 +404,23 @@ impl Op for FastSumPool {
 }
 
 impl EvalOp for FastSumPool {
-    fn eval(&self, ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        let Some(table) = &self.table else {
-            return eval_or_tract_op(&self.inner, ctx, inputs, |inputs| match inputs {
-                [input] => self.run(ctx, input),
-                _ => Ok(None),
-            });
+    fn eval(&self, ctx: &EvalContext, mut inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        let addend = match self.then {
+            Some(_) => {
+                ensure!(
+                    inputs.len() == 2,
+                    "FastSumPool with an add takes two inputs, got {}",
+                    inputs.len()
+                );
+                inputs.pop()
+            }
+            None => None,
         };
-        let [input] = &*inputs else {
-            bail!("FastSumPool takes one input, got {}", inputs.len());
-        };
-        if let Some(out) = self.run(ctx, input)? {
-            return Ok(tvec!(out));
+        let pooled = self.pool(ctx, inputs)?;
+        match (self.then, addend) {
+            (Some(then), Some(addend)) => Ok(tvec!(then.apply(ctx, &pooled, &addend)?)),
+            _ => Ok(tvec!(pooled)),
         }
-        // A shape this op does not walk: tract's pool on the dequantized values.
-        let values = input.try_as_plain_ram()?;
-        let floats: Vec<f32> = values
-            .as_slice::<i8>()?
-            .iter()
-            .map(|&v| table[v as u8 as usize])
-            .collect();
-        let floats = Tensor::from_shape(input.shape(), &floats)?;
-        self.inner.eval(ctx, tvec!(floats.into_tvalue()))
     }
 
     op_out_of_plan!();
@@ -249,15 +428,16 @@ impl EvalOp for FastSumPool {
 
 impl TypedOp for FastSumPool {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
-        if self.table.is_some() {
-            // The facts of the float input it replaced: the same shape, f32.
-            let [input] = inputs else {
-                bail!("FastSumPool takes one input, got {}", inputs.len());
-            };
-            let floats = f32::fact(input.shape.clone());
-            return self.inner.output_facts(&[&floats]);
+        let Some(input) = inputs.first() else {
+            bail!("FastSumPool takes an input");
+        };
+        // The pool's facts as tract's on the floats it reads (the same shape, f32).
+        let floats = f32::fact(input.shape.clone());
+        let mut facts = self.inner.output_facts(&[&floats])?;
+        if let (Some(then), Some(fact)) = (self.then, facts.first_mut()) {
+            *fact = then.dt.fact(fact.shape.clone());
         }
-        self.inner.output_facts(inputs)
+        Ok(facts)
     }
 
     as_op!();
@@ -267,6 +447,7 @@ impl TypedOp for FastSumPool {
 mod tests {
     use super::*;
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
+    use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 
     /// Against tract's `OptSumPool`, bit for bit: 2×2/2 as in the shipped graphs, 3×3/1,
     /// 3×2/2 on odd sizes, normalized or not, with values whose sums round differently by
@@ -410,7 +591,7 @@ mod tests {
             let want = theirs.eval(&ctx, floats).unwrap();
             let got = ours.eval(&ctx, tvec!(q.clone().into_tvalue())).unwrap();
             let got2 = multithread_tract_scope(Executor::multithread(2), || {
-                ours.eval(&ctx, tvec!(q.into_tvalue())).unwrap()
+                ours.eval(&ctx, tvec!(q.clone().into_tvalue())).unwrap()
             });
             assert_eq!(want[0].shape(), got[0].shape());
             assert_eq!(bits(&want[0]), bits(&got[0]), "{shape:?} {kernel:?}");
@@ -418,6 +599,53 @@ mod tests {
             let facts = ours.output_facts(&[&i8::fact(shape)]).unwrap();
             assert_eq!(facts[0].datum_type, f32::datum_type());
             assert_eq!(facts[0].shape.as_concrete().unwrap(), got[0].shape());
+
+            // With the add and the quantization after it: tract's pool, the float sum, then
+            // FastQuantize (itself tested against tract's rounding), byte for byte.
+            let q_op = FastQuantize::for_op(
+                &ElementWiseOp(
+                    Box::new(tract_onnx::tract_core::ops::quant::QuantizeLinearI8 {
+                        scale: 1.0 / 0.043,
+                        zero_point: 5,
+                    }),
+                    None,
+                ),
+                &f32::fact(want[0].shape()),
+                &i8::fact(want[0].shape()),
+            )
+            .expect("a quantization");
+            let fused = ours.with_add_quantize(&q_op).expect("taken");
+            assert!(fused.with_add_quantize(&q_op).is_none(), "fused once only");
+            let pooled = want[0].to_plain_array_view::<f32>().unwrap();
+            let addend: Vec<f32> = (0..pooled.len())
+                .map(|i| (i as f32 * 0.61).cos() * 4.0)
+                .collect();
+            let sums: Vec<f32> = pooled.iter().zip(&addend).map(|(x, y)| y + x).collect();
+            let sums = Tensor::from_shape(want[0].shape(), &sums).unwrap();
+            let want_q = q_op.eval(&ctx, tvec!(sums.into_tvalue())).unwrap();
+            let addend = Tensor::from_shape(want[0].shape(), &addend).unwrap();
+            let inputs = || tvec!(q.clone().into_tvalue(), addend.clone().into_tvalue());
+            let got_q = fused.eval(&ctx, inputs()).unwrap();
+            let got_q2 = multithread_tract_scope(Executor::multithread(2), || {
+                fused.eval(&ctx, inputs()).unwrap()
+            });
+            let bytes = |t: &TValue| -> Vec<i8> {
+                t.try_as_plain_ram()
+                    .unwrap()
+                    .as_slice::<i8>()
+                    .unwrap()
+                    .to_vec()
+            };
+            assert_eq!(bytes(&want_q[0]), bytes(&got_q[0]), "{shape:?} {kernel:?}");
+            assert_eq!(bytes(&want_q[0]), bytes(&got_q2[0]), "2 threads, {shape:?}");
+            let facts = fused
+                .output_facts(&[&i8::fact(shape), &f32::fact(want[0].shape())])
+                .unwrap();
+            assert_eq!(facts[0].datum_type, q_op.params().2);
+            assert!(
+                fused.eval(&ctx, tvec!(q.clone().into_tvalue())).is_err(),
+                "the addend missing"
+            );
         }
     }
 }
