@@ -219,12 +219,7 @@ fn transform_inputs(
     for (i, plane) in input.chunks_exact(h * w).take(c).enumerate() {
         for (r, row) in padded.chunks_exact_mut(span).enumerate() {
             match (y0 + r).checked_sub(1).filter(|&y| y < h) {
-                Some(y) => {
-                    let src = &plane[y * w..(y + 1) * w];
-                    for (d, &b) in row[1..=w].iter_mut().zip(src) {
-                        *d = b as i8 as i16;
-                    }
-                }
+                Some(y) => widen(&plane[y * w..(y + 1) * w], &mut row[1..=w]),
                 None => row[1..=w].fill(0),
             }
         }
@@ -250,6 +245,30 @@ fn transform_inputs(
                 tx += n;
             }
         }
+    }
+}
+
+/// `dst[i] = src[i]` read as int8, widened to i16 (`dst` as long as `src`): in blocks of 8
+/// (vector code), the last block overlapping the one before it when the length is not a
+/// multiple of 8 (the same values written twice) instead of a value-by-value tail.
+fn widen(src: &[u8], dst: &mut [i16]) {
+    let n = src.len().min(dst.len());
+    let block = |s: &[u8], d: &mut [i16]| {
+        for (d, &b) in d[..8].iter_mut().zip(&s[..8]) {
+            *d = b as i8 as i16;
+        }
+    };
+    if n < 8 {
+        for (d, &b) in dst.iter_mut().zip(src) {
+            *d = b as i8 as i16;
+        }
+        return;
+    }
+    for (s, d) in src[..n].chunks_exact(8).zip(dst[..n].chunks_exact_mut(8)) {
+        block(s, d);
+    }
+    if !n.is_multiple_of(8) {
+        block(&src[n - 8..n], &mut dst[n - 8..n]);
     }
 }
 
@@ -698,6 +717,18 @@ mod tests {
 
     fn weights(g: &[i8], m: usize, c: usize) -> Weights {
         Weights::from_taps(&taps_order(g, m, c), m, c, AT).unwrap()
+    }
+
+    /// Every length, a multiple of 8 or not, against the value-by-value widening.
+    #[test]
+    fn widen_equals_the_plain_loop() {
+        let src: Vec<u8> = (0..40u32).map(|i| (i * 97 + 200) as u8).collect();
+        for n in 0..=src.len() {
+            let mut ours = vec![7i16; n];
+            widen(&src[..n], &mut ours);
+            let plain: Vec<i16> = src[..n].iter().map(|&b| b as i8 as i16).collect();
+            assert_eq!(ours, plain, "length {n}");
+        }
     }
 
     /// Bit for bit the direct convolution's sums, for odd and even sizes, 1×1 and 1-row
