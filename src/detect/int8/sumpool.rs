@@ -221,15 +221,7 @@ pub fn fuse_dequantizations(model: &mut TypedModel) -> TractResult<usize> {
             fused.push((node.id, source, op));
         }
     }
-    let n = fused.len();
-    for (id, source, op) in fused {
-        let node = model.node(id);
-        TypedModelPatch::replace_single_op(model, node, &[source], op)?.apply(model)?;
-    }
-    if n > 0 {
-        *model = std::mem::take(model).into_compact()?;
-    }
-    Ok(n)
+    super::rewrite::replace_reading(model, fused)
 }
 
 impl AddQuantize {
@@ -461,6 +453,32 @@ mod tests {
     use tract_linalg::multithread::{multithread_tract_scope, Executor};
     use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 
+    /// tract's valid-padded NCHW `OptSumPool` over an f32 input of `shape`, and that input's fact.
+    fn tract_pool(
+        shape: [usize; 4],
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        normalize: bool,
+    ) -> (OptSumPool, TypedFact) {
+        let spec = tract_onnx::tract_core::ops::cnn::PoolSpec {
+            data_format: DataFormat::NCHW,
+            kernel_shape: kernel.iter().copied().collect(),
+            padding: PaddingSpec::Valid,
+            dilations: None,
+            strides: Some(strides.iter().copied().collect()),
+            input_channels: shape[1],
+            output_channels: shape[1],
+        };
+        let fact = f32::fact(shape);
+        let pool = OptSumPool {
+            geometry: spec.compute_geo(&fact.shape).unwrap(),
+            pool_spec: spec,
+            count_include_pad: false,
+            normalize,
+        };
+        (pool, fact)
+    }
+
     /// Against tract's `OptSumPool`, bit for bit: 2×2/2 as in the shipped graphs, 3×3/1,
     /// 3×2/2 on odd sizes, normalized or not, with values whose sums round differently by
     /// order (and −0.0).
@@ -477,22 +495,7 @@ mod tests {
             ([1, 8, 96, 96], [2, 2], [2, 2]),
         ] {
             for normalize in [true, false] {
-                let spec = tract_onnx::tract_core::ops::cnn::PoolSpec {
-                    data_format: DataFormat::NCHW,
-                    kernel_shape: kernel.iter().copied().collect(),
-                    padding: PaddingSpec::Valid,
-                    dilations: None,
-                    strides: Some(strides.iter().copied().collect()),
-                    input_channels: shape[1],
-                    output_channels: shape[1],
-                };
-                let fact = f32::fact(shape);
-                let theirs = OptSumPool {
-                    geometry: spec.compute_geo(&fact.shape).unwrap(),
-                    pool_spec: spec,
-                    count_include_pad: false,
-                    normalize,
-                };
+                let (theirs, fact) = tract_pool(shape, kernel, strides, normalize);
                 let ours = FastSumPool::for_op(&theirs, &fact).expect("taken");
                 let n: usize = shape.iter().product();
                 let data: Vec<f32> = (0..n)
@@ -546,22 +549,7 @@ mod tests {
             ([1, 8, 96, 96], [2, 2], [2, 2]),
             ([1, 2, 1, 5], [2, 2], [2, 2]),
         ] {
-            let spec = tract_onnx::tract_core::ops::cnn::PoolSpec {
-                data_format: DataFormat::NCHW,
-                kernel_shape: kernel.iter().copied().collect(),
-                padding: PaddingSpec::Valid,
-                dilations: None,
-                strides: Some(strides.iter().copied().collect()),
-                input_channels: shape[1],
-                output_channels: shape[1],
-            };
-            let fact = f32::fact(shape);
-            let theirs = OptSumPool {
-                geometry: spec.compute_geo(&fact.shape).unwrap(),
-                pool_spec: spec,
-                count_include_pad: false,
-                normalize: true,
-            };
+            let (theirs, fact) = tract_pool(shape, kernel, strides, true);
             let ours = FastSumPool::for_op(&theirs, &fact)
                 .and_then(|p| p.with_dequantization(&deq))
                 .expect("taken");
