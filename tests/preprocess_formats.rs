@@ -392,23 +392,26 @@ fn gray_plane_is_an_area_average_of_y() {
         );
         assert_eq!(g.data, reference.data, "{format}");
     }
-    // Exactly half the width (the paired paths): every layout gives the rounded mean of each
-    // 2×2 box of its Y plane, computed here the plain way.
-    let y_plane = encode(&rgb, w, h, PixelFormat::Grey);
-    let halves: Vec<u8> = (0..h / 2)
-        .flat_map(|gy| (0..w / 2).map(move |gx| (gx, gy)))
-        .map(|(gx, gy)| {
-            let at = |x: u32, y: u32| y_plane[(y * w + x) as usize] as u32;
-            let (x, y) = (2 * gx, 2 * gy);
-            ((at(x, y) + at(x + 1, y) + at(x, y + 1) + at(x + 1, y + 1) + 2) / 4) as u8
-        })
-        .collect();
-    for format in std::iter::once(PixelFormat::Grey).chain(YUV_LAYOUTS) {
-        let f = frame(format, encode(&rgb, w, h, format), w, h);
-        let mut g = GrayImage::default();
-        assert!(frame_to_gray(&f, w / 2, &mut g, &mut Scratch::new()).is_ok());
-        assert_eq!((g.width, g.height), (w / 2, h / 2), "{format}");
-        assert_eq!(g.data, halves, "{format} at half width");
+    // Exactly half the width (the paired paths, in blocks of 16 and a rest): every layout
+    // gives the rounded mean of each 2×2 box of its Y plane, computed here the plain way.
+    for (w, h) in [(w, h), (70, 46), (30, 10), (2, 2)] {
+        let rgb = smooth_rgb(w, h);
+        let y_plane = encode(&rgb, w, h, PixelFormat::Grey);
+        let halves: Vec<u8> = (0..h / 2)
+            .flat_map(|gy| (0..w / 2).map(move |gx| (gx, gy)))
+            .map(|(gx, gy)| {
+                let at = |x: u32, y: u32| y_plane[(y * w + x) as usize] as u32;
+                let (x, y) = (2 * gx, 2 * gy);
+                ((at(x, y) + at(x + 1, y) + at(x, y + 1) + at(x + 1, y + 1) + 2) / 4) as u8
+            })
+            .collect();
+        for format in std::iter::once(PixelFormat::Grey).chain(YUV_LAYOUTS) {
+            let f = frame(format, encode(&rgb, w, h, format), w, h);
+            let mut g = GrayImage::default();
+            assert!(frame_to_gray(&f, w / 2, &mut g, &mut Scratch::new()).is_ok());
+            assert_eq!((g.width, g.height), (w / 2, h / 2), "{format} {w}x{h}");
+            assert_eq!(g.data, halves, "{format} {w}x{h} at half width");
+        }
     }
     // Narrower than max_width: kept at full size, scale 1.
     let mut g = GrayImage::default();
