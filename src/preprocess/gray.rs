@@ -65,30 +65,8 @@ pub fn frame_to_gray(
         out.data.reserve(gw as usize * gh as usize);
         acc.resize(gw as usize, 0);
         let pair = cols.iter().all(|&(c0, c1)| c1 - c0 == 2);
-        if let Source::Plane {
-            data,
-            offset,
-            stride,
-            step: step @ (1 | 2),
-        } = src
-        {
-            if pair && rows.iter().all(|&(r0, r1)| r1 - r0 == 2) {
-                // A frame exactly twice the plane's size both ways: 2×2 means, two rows at once.
-                out.data.resize(gw as usize * gh as usize, 0);
-                let gw = gw as usize;
-                // The last luma sample of a row: packed 4:2:2 ends a byte or two after it.
-                let len = 2 * step * (gw - 1) + step + 1;
-                for (y, dst) in out.data.chunks_exact_mut(gw).enumerate() {
-                    let top = &data[offset + 2 * y * stride..][..len];
-                    let bottom = &data[offset + (2 * y + 1) * stride..][..len];
-                    if step == 1 {
-                        quad_means::<1>(top, bottom, dst);
-                    } else {
-                        quad_means::<2>(top, bottom, dst);
-                    }
-                }
-                return;
-            }
+        if pair && rows.iter().all(|&(r0, r1)| r1 - r0 == 2) && halve(src, &mut out.data, gw, gh) {
+            return;
         }
         for &(r0, r1) in rows.iter() {
             acc.fill(0);
@@ -152,6 +130,35 @@ fn add_row(acc: &mut [u32], row: &[u8], step: usize, cols: &[(u32, u32)], pair: 
         }
         *a += s;
     }
+}
+
+/// The plane of a frame exactly twice its size both ways, for a luma plane or packed 4:2:2
+/// source (`step` 1 or 2): each output the rounded mean of a 2×2 block, two rows at a time
+/// ([`quad_means`]). Returns false, writing nothing, for other sources.
+fn halve(src: Source, out: &mut Vec<u8>, gw: u32, gh: u32) -> bool {
+    let Source::Plane {
+        data,
+        offset,
+        stride,
+        step: step @ (1 | 2),
+    } = src
+    else {
+        return false;
+    };
+    let gw = gw as usize;
+    out.resize(gw * gh as usize, 0);
+    // The last luma sample of a row: packed 4:2:2 ends a byte or two after it.
+    let len = 2 * step * (gw - 1) + step + 1;
+    for (y, dst) in out.chunks_exact_mut(gw).enumerate() {
+        let top = &data[offset + 2 * y * stride..][..len];
+        let bottom = &data[offset + (2 * y + 1) * stride..][..len];
+        if step == 1 {
+            quad_means::<1>(top, bottom, dst);
+        } else {
+            quad_means::<2>(top, bottom, dst);
+        }
+    }
+    true
 }
 
 /// `dst[i]` = the rounded mean of the 2×2 block of luma samples `2i` and `2i + 1` of `top` and
