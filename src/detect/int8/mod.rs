@@ -45,6 +45,7 @@ pub mod quant;
 pub mod recycle;
 pub mod resize;
 mod rewrite;
+pub mod stem;
 pub mod sumpool;
 pub mod taps;
 pub mod taps_early;

@@ -18,16 +18,19 @@
 //! convolution reads a [`FastTaps`] (an in-graph im2col) and nothing else does, the taps are
 //! written band by band too, so the im2col tensor never exists whole.
 //!
-//! It takes a convolution only when it is exactly what it computes: 1×1, stride 1, one
+//! It takes a convolution only when it is exactly what it computes: a 2-D kernel without
+//! dilation (a window larger than 1×1 or a stride: the op writes its im2col itself), one
 //! group, NCHW, int8 in and out, per-tensor scales, zero input and weight zero points, and a
-//! kernel whose packing lookout's packer writes. Anything else stays tract's.
+//! kernel whose packing lookout's packer writes. Anything else stays tract's. On x86 with
+//! AVX-512 VNNI the stem's 3×3 stride-2 window over a few channels skips the im2col and the
+//! matmul: lookout's [`stem`] convolution computes those bands from the input.
 
 use std::sync::Arc;
 
 use rayon::prelude::*;
 use tract_linalg::multithread::{current_tract_executor, multithread_tract_scope, Executor};
 use tract_onnx::tract_core::internal::*;
-use tract_onnx::tract_core::ops::cnn::{Conv, KernelFormat};
+use tract_onnx::tract_core::ops::cnn::{Conv, KernelFormat, PoolSpec};
 use tract_onnx::tract_core::ops::nn::DataFormat;
 use tract_onnx::tract_core::tract_linalg::mmm::RoundingPolicy;
 use tract_onnx::tract_core::tract_linalg::mmm::{
@@ -37,9 +40,10 @@ use tract_onnx::tract_core::tract_linalg::mmm::{
 use tract_onnx::tract_core::tract_linalg::{BinOp, MmmDispatch, Scaler, WeightType};
 
 use super::fast_pack::{layout_of, PANEL_SLACK};
-use super::lut::{lookup_in_place, FastLut};
+use super::lut::{lookup_in_place, lookup_into, FastLut};
 use super::pack::{self, Layout, Source};
 use super::pairwise::{self, PackedWeights};
+use super::stem;
 use super::taps::FastTaps;
 use super::winograd;
 
@@ -68,6 +72,9 @@ struct BandMemory {
     columns: Vec<i8>,
     products: Option<Tensor>,
     winograd: winograd::Scratch,
+    /// With [`stem`]: the band's outputs, and its padded input rows.
+    stem_out: Vec<u8>,
+    stem_rows: Vec<u8>,
 }
 
 /// A [`QConvI8`]'s weights, packed once for the kernel that computes the products.
@@ -79,6 +86,9 @@ enum Weights {
     Pairwise(Arc<PackedWeights>),
     /// For lookout's [`winograd`] 3×3 convolution (tract's then adds them and requantizes).
     Winograd(Arc<winograd::Weights>),
+    /// For lookout's [`stem`] convolution, which computes the whole band itself (the input's
+    /// plane size with it).
+    Stem(Arc<stem::Weights>, [usize; 2]),
 }
 
 impl PartialEq for Weights {
@@ -87,6 +97,7 @@ impl PartialEq for Weights {
             (Weights::Tract(a), Weights::Tract(b)) => a.dyn_eq(&***b),
             (Weights::Pairwise(a), Weights::Pairwise(b)) => a == b,
             (Weights::Winograd(a), Weights::Winograd(b)) => a == b,
+            (Weights::Stem(a, x), Weights::Stem(b, y)) => a == b && x == y,
             _ => false,
         }
     }
@@ -214,6 +225,10 @@ impl std::hash::Hash for QConvI8 {
         match &self.weights {
             Weights::Pairwise(w) => w.hash(state),
             Weights::Winograd(w) => w.hash(state),
+            Weights::Stem(w, hw) => {
+                w.hash(state);
+                hw.hash(state);
+            }
             Weights::Tract(_) => {}
         }
     }
@@ -366,6 +381,42 @@ fn winograd_weights(
     Some(Weights::Winograd(Arc::new(w)))
 }
 
+/// The im2col of a convolution's window (`spec` over an input of shape `x_shape`), and its
+/// padding before the rows and columns.
+fn window_taps(
+    spec: &PoolSpec,
+    x_shape: &[usize],
+    strides: [usize; 2],
+    dt: DatumType,
+) -> Option<(FastTaps, [usize; 2])> {
+    let pads = spec.computed_padding(x_shape.get(2..)?);
+    let pad = |d: usize| Some((pads.get(d)?.pad_before, pads.get(d)?.pad_after));
+    let pads = [pad(0)?, pad(1)?];
+    let kernel = [*spec.kernel_shape.first()?, *spec.kernel_shape.get(1)?];
+    let taps = FastTaps::for_conv(x_shape, kernel, strides, pads, dt)?;
+    Some((taps, [pads[0].0, pads[1].0]))
+}
+
+/// lookout's [`stem`] convolution for a 3×3 stride-2 window (`kernel`, `strides`, padding
+/// `pads` before the `input` planes) over `c` channels into `m`, when `policy` leaves the
+/// choice to lookout, the CPU runs it and it computes these weights (OIHW `w`), `bias` and
+/// requantization exactly.
+fn stem_weights(
+    policy: KernelPolicy,
+    w: &[u8],
+    [c, m]: [usize; 2],
+    bias: &[i32],
+    (scaler, y0): (Scaler, i32),
+    (kernel, strides, pads, input): ([usize; 2], [usize; 2], [usize; 2], [usize; 2]),
+) -> Option<Weights> {
+    if policy != KernelPolicy::Auto || kernel != [3, 3] || strides != [2, 2] || !stem::available() {
+        return None;
+    }
+    let oihw: Vec<i8> = w.iter().map(|&b| b as i8).collect();
+    let s = stem::Weights::new(&oihw, [c, m], bias, scaler, y0, pads)?;
+    Some(Weights::Stem(Arc::new(s), input))
+}
+
 /// The bias of the convolution `node` as `m` i32 values (one per output channel, or one for
 /// all), `None` when it is missing or of another length.
 fn bias_of(model: &TypedModel, node: &TypedNode, m: usize) -> Option<Vec<i32>> {
@@ -476,23 +527,16 @@ impl QConvI8 {
         // A kernel larger than 1×1 or a stride: the op writes the convolution's im2col itself
         // (taps of the unpadded input, zeros for the padding: the input zero point is 0).
         let windowed = kh * kw != 1 || !ones(&spec.strides);
-        let taps = if windowed {
-            if taps.is_some() {
-                return None;
+        let strides = spec.strides.as_ref().map_or([1, 1], |s| [s[0], s[1]]);
+        let mut pads_before = [0, 0];
+        let taps = match (windowed, taps) {
+            (true, Some(_)) => return None,
+            (true, None) => {
+                let (t, before) = window_taps(spec, x_shape, strides, x_fact.datum_type)?;
+                pads_before = before;
+                Some(t)
             }
-            let strides = spec.strides.as_ref().map_or([1, 1], |s| [s[0], s[1]]);
-            let pads = spec.computed_padding(&x_shape[2..]);
-            let pad = |d: usize| Some((pads.get(d)?.pad_before, pads.get(d)?.pad_after));
-            let pads = [pad(0)?, pad(1)?];
-            Some(FastTaps::for_conv(
-                x_shape,
-                [kh, kw],
-                strides,
-                pads,
-                x_fact.datum_type,
-            )?)
-        } else {
-            taps
+            (false, taps) => taps,
         };
         // The matmul's k, and the output's spatial size.
         let (k, [oh, ow]) = match &taps {
@@ -523,9 +567,14 @@ impl QConvI8 {
         let (a_format, b_format) = mmm.packings().get(packing)?;
         let b_layout = layout_of(&**b_format)?;
         let w_i8 = weights_in_taps_order(w.as_bytes(), m, k, c, kh * kw);
-        let weights = winograd_weights(&w_i8, m, taps.as_ref(), policy, mmm.name())
-            .or_else(|| pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format))?;
         let scaler = Scaler::new(xs * ks / ys, RoundingPolicy::Even);
+        let window = ([kh, kw], strides, pads_before, [x_shape[2], x_shape[3]]);
+        let stem = stem_weights(policy, w.as_bytes(), [c, m], &bias, (scaler, y0), window);
+        let weights = match stem {
+            Some(s) => s,
+            None => winograd_weights(&w_i8, m, taps.as_ref(), policy, mmm.name())
+                .or_else(|| pack_weights(&w_i8, [m, k], policy, mmm.name(), &**a_format))?,
+        };
         let op = QConvI8 {
             m,
             k,
@@ -598,6 +647,7 @@ impl QConvI8 {
         match self.weights {
             Weights::Pairwise(_) => pairwise::NAME,
             Weights::Winograd(_) => winograd::NAME,
+            Weights::Stem(..) => stem::NAME,
             Weights::Tract(_) => self.mmm.name(),
         }
     }
@@ -621,6 +671,9 @@ impl QConvI8 {
         [b, y0, rows]: [usize; 3],
         [k, h, w]: [usize; 3],
     ) -> TractResult<()> {
+        if let Weights::Stem(wts, input) = &self.weights {
+            return self.band_stem(mem, wts, *input, src, out, [b, y0, rows], [h, w]);
+        }
         self.band_products(mem, src, out, [b, y0, rows], [k, h, w])?;
         let Some(table) = &self.lut else {
             return Ok(());
@@ -651,6 +704,66 @@ impl QConvI8 {
                 std::slice::from_raw_parts_mut(first, len)
             };
             lookup_in_place(rows, table);
+        }
+        Ok(())
+    }
+
+    /// A band with lookout's [`stem`] convolution: output rows `y0..y0 + rows` of batch item
+    /// `b` (`h × w` output planes) straight from the input (`input` planes), into the thread's
+    /// band buffer, then copied into `out` through the op's table when it has one.
+    #[allow(clippy::too_many_arguments)]
+    fn band_stem(
+        &self,
+        mem: &mut BandMemory,
+        wts: &stem::Weights,
+        input: [usize; 2],
+        src: &[u8],
+        out: &Tensor,
+        [b, y0, rows]: [usize; 3],
+        [h, w]: [usize; 2],
+    ) -> TractResult<()> {
+        let (n, y1) = (h * w, (y0 + rows).min(h));
+        let cols = (y1 - y0) * w;
+        let plane = wts.c() * input[0] * input[1];
+        let x = src
+            .get(b * plane..(b + 1) * plane)
+            .context("QConvI8: input too short")?;
+        mem.stem_out.resize(self.m * cols, 0);
+        let band = stem::Band {
+            input,
+            output: [h, w],
+            rows: [y0, y1],
+        };
+        ensure!(
+            stem::rows(wts, x, band, &mut mem.stem_out, &mut mem.stem_rows),
+            "QConvI8: rows {y0}..{y1} do not fit the stem convolution"
+        );
+        ensure!(
+            out.datum_type().size_of() == 1 && out.len() >= (b + 1) * self.m * n,
+            "QConvI8: output of {} values for {} channels of {n}",
+            out.len(),
+            self.m
+        );
+        for (o, from) in mem
+            .stem_out
+            .chunks_exact(cols.max(1))
+            .take(self.m)
+            .enumerate()
+        {
+            // SAFETY: bytes `(b·m + o)·n + y0·w .. + cols` of `out` (1-byte values, bounds
+            // checked above): channel `o`'s rows y0..y1 of batch item `b`, which only this
+            // band writes; `out` is not read or moved while the bands run (as for the
+            // kernel's store in the other bands, which writes through the same tensor).
+            let to = unsafe {
+                let first = out
+                    .as_ptr_unchecked::<u8>()
+                    .add((b * self.m + o) * n + y0 * w);
+                std::slice::from_raw_parts_mut(first as *mut u8, cols)
+            };
+            match &self.lut {
+                Some(table) => lookup_into(from, to, table),
+                None => to.copy_from_slice(from),
+            }
         }
         Ok(())
     }
@@ -703,7 +816,7 @@ impl QConvI8 {
                 let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
                 return self.band_pairwise(memory, w, &source, &view, n);
             }
-            Weights::Winograd(_) => bail!("QConvI8: a Winograd band reached the im2col path"),
+            _ => bail!("QConvI8: a band without im2col reached it"),
         };
         let pl = self.b_layout.panel_len(k);
         let panels = self.b_layout.panels(cols);
@@ -1220,14 +1333,16 @@ mod tests {
     }
 
     /// `model` (one quantized conv) with the conv taken by `QConvI8` gives tract's bytes on
-    /// `x`, at 1 and 2 threads, with tract's kernel, with lookout's pairwise one and (for a
-    /// 3×3 stride-1 convolution) its Winograd one.
+    /// `x`, at 1 and 2 threads, with tract's kernel, with lookout's pairwise one, (for a
+    /// 3×3 stride-1 convolution) its Winograd one, and as this CPU runs it (with the [`stem`]
+    /// convolution for a 3×3 stride-2 one where the CPU has it).
     fn assert_ours_match_tracts(model: TypedModel, x: &Tensor, case: &str) {
         let theirs = run(model.clone(), x);
         for policy in [
             KernelPolicy::Tract,
             KernelPolicy::Pairwise,
             KernelPolicy::Winograd,
+            KernelPolicy::Auto,
         ] {
             let mut ours = model.clone();
             let report =
@@ -1304,10 +1419,11 @@ mod tests {
             strides: [2, 2],
             pads: [(1, 1), (1, 1)],
         };
-        let cases: [(usize, usize, [usize; 2], Window); 3] = [
+        let cases: [(usize, usize, [usize; 2], Window); 4] = [
             (64, 128, [104, 104], Window::ONE),
             (3, 24, [83, 61], stem),
             (17, 9, [7, 11], Window::ONE),
+            (3, 32, [83, 61], stem),
         ];
         for (i, &(k, m, hw, win)) in cases.iter().enumerate() {
             let case = format!("case {i} ({k}→{m}, {hw:?})");
@@ -1326,7 +1442,11 @@ mod tests {
             )
             .unwrap();
             let theirs = run(model.clone(), &x);
-            for policy in [KernelPolicy::Tract, KernelPolicy::Pairwise] {
+            for policy in [
+                KernelPolicy::Tract,
+                KernelPolicy::Pairwise,
+                KernelPolicy::Auto,
+            ] {
                 let mut ours = model.clone();
                 super::super::install_early_kernels(&mut ours, true, true, policy).unwrap();
                 let mut ours = ours.into_optimized().unwrap();
@@ -1393,6 +1513,9 @@ mod tests {
             // (k, m, [h, w], window, y0)
             (3, 32, [133, 67], win([3, 3], [2, 2], [(1, 1), (1, 1)]), 0),
             (3, 24, [20, 21], win([3, 3], [2, 2], [(0, 1), (0, 1)]), 0),
+            (3, 32, [416, 416], win([3, 3], [2, 2], [(0, 1), (0, 1)]), 0),
+            (3, 48, [64, 96], win([3, 3], [2, 2], [(0, 1), (0, 1)]), -5),
+            (2, 16, [7, 5], win([3, 3], [2, 2], [(1, 1), (0, 0)]), 3),
             (8, 16, [13, 11], win([3, 3], [1, 1], [(1, 1), (1, 1)]), 2),
             (5, 7, [9, 10], win([5, 3], [1, 2], [(2, 1), (0, 2)]), 0),
             (6, 20, [17, 15], win([3, 3], [3, 2], [(0, 0), (0, 0)]), -3),
@@ -1407,6 +1530,46 @@ mod tests {
             .unwrap();
             assert_ours_match_tracts(model, &x, &format!("case {i} ({w:?})"));
         }
+    }
+
+    /// The stem's window over 3 channels into a multiple of 16 is lookout's [`stem`]
+    /// convolution where the CPU has AVX-512 VNNI (and tract's kernel elsewhere, or under any
+    /// other policy); tract's bytes either way (`windowed_convolutions_match_tracts_bit_for_bit`).
+    #[test]
+    fn the_stem_runs_lookouts_direct_convolution_where_it_can() {
+        let stem = Window {
+            kernel: [3, 3],
+            strides: [2, 2],
+            pads: [(0, 1), (0, 1)],
+        };
+        for (m, hw) in [(32, [416, 416]), (32, [320, 416]), (16, [30, 34])] {
+            let model = window_conv_model(3, m, hw, stem, 0, 9).unwrap();
+            let mut ours = model.clone();
+            let report =
+                super::super::install_early_kernels(&mut ours, true, true, KernelPolicy::Auto)
+                    .unwrap();
+            let want = if stem::available() {
+                stem::NAME
+            } else {
+                report.conv_kernels[0].0.as_str()
+            };
+            assert_eq!(report.conv_kernels, [(want.to_string(), 1)], "{m} {hw:?}");
+            let mut tract_only = model;
+            let report = super::super::install_early_kernels(
+                &mut tract_only,
+                true,
+                true,
+                KernelPolicy::Tract,
+            )
+            .unwrap();
+            assert_ne!(report.conv_kernels[0].0, stem::NAME);
+        }
+        // 24 output channels (not a multiple of 16): tract's kernel.
+        let mut model = window_conv_model(3, 24, [20, 20], stem, 0, 9).unwrap();
+        let report =
+            super::super::install_early_kernels(&mut model, true, true, KernelPolicy::Auto)
+                .unwrap();
+        assert_ne!(report.conv_kernels[0].0, stem::NAME);
     }
 
     /// 3×3 stride-1 convolutions padded by one (the graphs' im2col'd ones) by Winograd:
