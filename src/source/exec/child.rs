@@ -85,6 +85,8 @@ pub struct ChildPipe {
     last_check: Instant,
     /// The first process exited (its group has been killed; what is left is read).
     exited: bool,
+    /// Its stdout reached end of file: the command closed it, so it is ending by itself.
+    output_ended: bool,
     reaped: bool,
 }
 
@@ -131,6 +133,7 @@ impl ChildPipe {
             report,
             last_check: Instant::now(),
             exited: false,
+            output_ended: false,
             reaped: false,
         })
     }
@@ -208,7 +211,11 @@ impl ChildPipe {
                 self.drain_stderr();
             }
             if out_ready {
-                return self.stdout.read(buf);
+                let n = self.stdout.read(buf)?;
+                if n == 0 && !buf.is_empty() {
+                    self.output_ended = true;
+                }
+                return Ok(n);
             }
             if self.exited {
                 // Nothing left in the pipe (or only a writer outside its group holds it).
@@ -264,10 +271,19 @@ impl ChildPipe {
     }
 
     /// Ends the command: SIGTERM to its group, SIGKILL after [`GRACE`] (or at once when
-    /// the first process has ended), then reaps it and logs the rest of its stderr.
+    /// the first process has ended), then reaps it and logs the rest of its stderr. A command
+    /// whose output already ended is first given [`GRACE`] to exit by itself, so the status
+    /// reported is its own (`exit status: 0`), not the signal that would otherwise race its
+    /// exit (a program closes its stdout a moment before it exits).
     pub fn stop(&mut self) {
         if self.reaped {
             return;
+        }
+        if self.output_ended {
+            let until = Instant::now() + GRACE;
+            while !self.leader_exited() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5)); // polling the child's exit
+            }
         }
         let _ = kill_process_group(self.pid, Signal::TERM);
         let until = Instant::now() + GRACE;
