@@ -6,7 +6,7 @@
 //! One real object should be one event, even when the tracker splits it: when an event's track
 //! is lost (missed detections, a failed visual lock), the event waits `rejoin_seconds` for a
 //! new track of the same kind where the lost one was heading and that looks like it (the
-//! brightness of its box, [`appearance`]), and goes on with it under the same event id; a
+//! brightness of its box, [`crate::track::appearance`]), and goes on with it under the same event id; a
 //! track that duplicates a live event's box does not start another. So an event's `TRACK_ID`
 //! may change during its life; its `EVENT_ID` does not.
 //!
@@ -14,7 +14,6 @@
 //! tracks and the tracks that ended ([`Events::update`]); what happened comes out of
 //! [`Events::drain`] as [`EventRecord`]s (start, update, end).
 
-pub mod appearance;
 pub mod config;
 pub mod polygon;
 
@@ -22,10 +21,9 @@ use std::time::Duration;
 
 pub use config::{EventsConfig, EventsConfigError, Rules, ZonesConfig, DEFAULT_LABELS};
 
-use appearance::Appearance;
-
 use crate::frame::GrayImage;
 use crate::geom::BBox;
+use crate::track::appearance::Appearance;
 use crate::track::{EndReason, Track};
 use crate::vocab::labels;
 

@@ -114,10 +114,24 @@ const IOU_SCALE: f32 = 100_000.0;
 /// The best one-to-one pairing of `tracks` and `dets` by total IoU, keeping only pairs of the
 /// same or confusable classes with IoU ≥ `iou_threshold`. Returns `(track index, detection index)` pairs.
 pub fn assign(tracks: &[Candidate], dets: &[Candidate], iou_threshold: f32) -> Vec<(usize, usize)> {
+    assign_with(tracks, dets, iou_threshold, |_, _| 1.0)
+}
+
+/// [`assign`] with each pair's IoU weighed by `affinity(track index, detection index)`, 0..1:
+/// how alike the two look where that is known (1: nothing against the pair). A pair of
+/// affinity 0 is never made; otherwise the gate stays on the IoU alone, so the affinity only
+/// chooses between pairs that overlap enough.
+pub fn assign_with(
+    tracks: &[Candidate],
+    dets: &[Candidate],
+    iou_threshold: f32,
+    affinity: impl Fn(usize, usize) -> f32,
+) -> Vec<(usize, usize)> {
     if tracks.is_empty() || dets.is_empty() {
         return Vec::new();
     }
-    let gate = |t: &Candidate, d: &Candidate| -> i64 {
+    let gate = |ti: usize, di: usize| -> i64 {
+        let (t, d) = (&tracks[ti], &dets[di]);
         if !labels::confusable(t.class_id, d.class_id) {
             return 0;
         }
@@ -128,9 +142,10 @@ pub fn assign(tracks: &[Candidate], dets: &[Candidate], iou_threshold: f32) -> V
             CROSS_CLASS_WEIGHT
         };
         let iou = t.bbox.iou(&d.bbox);
-        if iou.is_finite() && iou >= iou_threshold {
+        let like = affinity(ti, di);
+        if iou.is_finite() && iou >= iou_threshold && like > 0.0 {
             // At least 1 so that a gated pair always beats no pair.
-            ((iou * weight * IOU_SCALE) as i64).max(1)
+            ((iou * weight * like.min(1.0) * IOU_SCALE) as i64).max(1)
         } else {
             0
         }
@@ -138,15 +153,15 @@ pub fn assign(tracks: &[Candidate], dets: &[Candidate], iou_threshold: f32) -> V
     // kuhn_munkres needs rows ≤ columns: put the smaller side in the rows.
     let transpose = tracks.len() > dets.len();
     let (rows, cols) = if transpose {
-        (dets, tracks)
+        (dets.len(), tracks.len())
     } else {
-        (tracks, dets)
+        (tracks.len(), dets.len())
     };
-    let mut weights = Matrix::new(rows.len(), cols.len(), 0i64);
+    let mut weights = Matrix::new(rows, cols, 0i64);
     let mut any = false;
-    for (r, a) in rows.iter().enumerate() {
-        for (c, b) in cols.iter().enumerate() {
-            let w = if transpose { gate(b, a) } else { gate(a, b) };
+    for r in 0..rows {
+        for c in 0..cols {
+            let w = if transpose { gate(c, r) } else { gate(r, c) };
             any |= w > 0;
             weights[(r, c)] = w;
         }
@@ -208,6 +223,32 @@ mod tests {
         let mut pairs = assign(&tracks, &dets, 0.3);
         pairs.sort_unstable();
         assert_eq!(pairs, vec![(0, 1), (1, 0)]);
+    }
+
+    #[test]
+    fn affinity_chooses_between_overlapping_pairs_and_zero_forbids_a_pair() {
+        // Two tracks side by side, two detections each between them: by IoU alone track 0
+        // takes detection 0; a look that says otherwise swaps the pairs.
+        let tracks = [cand(0.0, 0.0, 0), cand(4.0, 0.0, 0)];
+        let dets = [cand(1.0, 0.0, 0), cand(3.0, 0.0, 0)];
+        let mut by_iou = assign_with(&tracks, &dets, 0.3, |_, _| 1.0);
+        by_iou.sort_unstable();
+        assert_eq!(by_iou, vec![(0, 0), (1, 1)]);
+        let crossed = |t: usize, d: usize| if t == d { 0.5 } else { 1.0 };
+        let mut by_look = assign_with(&tracks, &dets, 0.3, crossed);
+        by_look.sort_unstable();
+        assert_eq!(by_look, vec![(0, 1), (1, 0)]);
+        // Affinity 0: the pair is not made even when it is the only one.
+        assert!(assign_with(&tracks[..1], &dets[..1], 0.3, |_, _| 0.0).is_empty());
+        // Either shape (more tracks than detections is solved transposed).
+        assert_eq!(
+            assign_with(&tracks, &dets[..1], 0.3, |t, _| if t == 0 {
+                0.0
+            } else {
+                1.0
+            }),
+            vec![(1, 0)]
+        );
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! * [`Tracker::apply_detections`] takes detections made on an older frame `k`, associates them
 //!   with the tracks' boxes *as they were at `k`* (IoU + Hungarian assignment, [`assoc`]), and
 //!   carries each correction forward to the current frame: the offset between the detection
-//!   and the track's box at `k` is applied to the track's current box.
+//!   and the track's box at `k` is applied to the track's current box. Each pair's IoU is
+//!   weighed by how alike the detection's box and the track's object look (brightness bands,
+//!   [`appearance`]), and a detection that looks clearly unlike a track's object is never
+//!   paired with it: where people cross, a track otherwise takes whoever stands in its place.
 //!
 //! Lifecycle: an unmatched detection starts a *tentative* track; after `confirm_hits` matched
 //! detections (or at once, for a fresh detection scoring at least `confirm_score`) it is
@@ -27,6 +30,7 @@
 //! Boxes are in full-frame pixels throughout; the gray plane's `scale` converts for the
 //! visual update.
 
+pub mod appearance;
 pub mod assoc;
 pub mod cadence;
 pub mod config;
@@ -38,6 +42,7 @@ pub use config::{KalmanConfig, TrackConfigError, TrackerConfig, VisualConfig};
 use crate::frame::GrayImage;
 use crate::geom::BBox;
 use crate::vocab::{Detection, DetectionRound};
+use appearance::{affinity, Appearance, DetectionLook};
 use assoc::{Candidate, History};
 use cadence::Cadence;
 use motion::{BoxKalman, KalmanParams};
@@ -153,6 +158,10 @@ const OCCLUDED_GATE: f32 = 2.5;
 /// clip: 0.75 left more id switches at N = 5 (0.91 / 100 against 0.74), 1.5 changed nothing.
 const HANDOVER_DISTANCE: f32 = 1.0;
 
+/// Detections at most this many frames older than the latest frame have their look taken in
+/// it.
+const LOOK_LAG: u64 = 2;
+
 /// The visual search covers this many standard deviations of the motion model's uncertainty
 /// (at least `MIN_SEARCH_RADIUS` gray pixels, at most `visual.search_radius`).
 const SEARCH_SIGMAS: f32 = 3.0;
@@ -178,6 +187,9 @@ struct TrackState {
     /// The track's id went on in a newly confirmed track (`Tracker::predecessor_of`): it is removed
     /// without a `TrackEvent::Ended`.
     handed_over: bool,
+    /// What its object looks like: learned from the detections matched to it that no other
+    /// detection covered ([`Appearance::learn`]).
+    look: Option<Appearance>,
 }
 
 impl TrackState {
@@ -475,7 +487,13 @@ impl Tracker {
         let det_cands = detection_candidates(dets, &usable, &primary);
         let (track_idx, track_cands) = self.candidates_at(det_seq, region);
         let dets_only: Vec<Candidate> = det_cands.iter().map(|c| c.1).collect();
-        let pairs = assoc::assign(&track_cands, &dets_only, self.cfg.iou_threshold);
+        let det_looks = self.looks_of(det_seq, &det_cands);
+        let pairs = assoc::assign_with(
+            &track_cands,
+            &dets_only,
+            self.cfg.iou_threshold,
+            |ci, di| affinity(self.tracks[track_idx[ci]].look.as_ref(), &det_looks[di]),
+        );
 
         let mut track_matched = vec![false; track_idx.len()];
         let mut det_matched = vec![false; det_cands.len()];
@@ -487,6 +505,9 @@ impl Tracker {
             let t = &mut self.tracks[track_idx[ci]];
             t.vote(det.class_id, det.score);
             t.last_det = Some((det_seq, det_cands[di].0));
+            if let DetectionLook::Clear(look) = &det_looks[di] {
+                Appearance::fold(&mut t.look, look);
+            }
             outcome.matched += 1;
         }
         for (ci, wi) in self.weak_pairs(dets, weak, &track_idx, &track_cands, &track_matched) {
@@ -510,7 +531,11 @@ impl Tracker {
         for (di, matched) in det_matched.iter().enumerate() {
             if !*matched {
                 let i = det_cands[di].0;
-                self.start_tentative(&dets[i], det_seq, now);
+                let look = match &det_looks[di] {
+                    DetectionLook::Clear(look) => Some(look.clone()),
+                    _ => None,
+                };
+                self.start_tentative(&dets[i], det_seq, now, look);
                 if let Some(t) = self.tracks.last_mut() {
                     t.last_det = Some((det_seq, i));
                 }
@@ -568,6 +593,36 @@ impl Tracker {
         assoc::assign(&open_cands, &weak_only, WEAK_IOU)
             .into_iter()
             .map(|(oi, wi)| (open[oi], weak_cands[wi].0))
+            .collect()
+    }
+
+    /// The look of each detection candidate, taken in the latest frame's gray plane (the
+    /// pyramid's base, no copy) when the detections are at most [`LOOK_LAG`] frames older
+    /// than it, so their boxes have not moved much since.
+    fn looks_of(&self, det_seq: u64, cands: &[(usize, Candidate)]) -> Vec<DetectionLook> {
+        let lag = self.seq.map_or(u64::MAX, |now| now.saturating_sub(det_seq));
+        let base = self
+            .prev
+            .base()
+            .filter(|_| self.prev_valid && lag <= LOOK_LAG);
+        let Some((data, w, h)) = base else {
+            return vec![DetectionLook::Unknown; cands.len()];
+        };
+        cands
+            .iter()
+            .map(|&(i, c)| {
+                let Some(look) = Appearance::of_plane(data, w, h, self.prev_scale, &c.bbox) else {
+                    return DetectionLook::Unknown;
+                };
+                let covered = cands.iter().any(|&(j, o)| {
+                    j != i && overlap_fraction(&c.bbox, &o.bbox) > OCCLUSION_OVERLAP
+                });
+                if covered {
+                    DetectionLook::Covered(look)
+                } else {
+                    DetectionLook::Clear(look)
+                }
+            })
             .collect()
     }
 
@@ -641,7 +696,13 @@ impl Tracker {
     }
 
     /// Starts a tentative track (no id yet) at an unmatched detection's box.
-    fn start_tentative(&mut self, det: &Detection, det_seq: u64, now: u64) {
+    fn start_tentative(
+        &mut self,
+        det: &Detection,
+        det_seq: u64,
+        now: u64,
+        look: Option<Appearance>,
+    ) {
         let mut history = History::new(self.cfg.history_len);
         history.push(det_seq, det.bbox);
         history.push(now, det.bbox);
@@ -672,6 +733,7 @@ impl Tracker {
             votes: vec![(det.class_id, det.score)],
             last_det: None,
             handed_over: false,
+            look,
         });
     }
 
@@ -1112,6 +1174,56 @@ mod tests {
         tr.step(0, &flat(2.0));
         tr.apply_detections(0, &[det(100.0, 100.0, 0)]);
         tr
+    }
+
+    /// A 320×240 plane (scale 2: a 640×480 frame) of brightness 128 with figures: each
+    /// `(frame x0, frame x1, brightness)` painted over frame rows 100..180.
+    fn figures(painted: &[(f32, f32, u8)]) -> GrayImage {
+        let mut g = flat(2.0);
+        g.data.fill(128);
+        for &(x0, x1, v) in painted {
+            for y in 50..90 {
+                for x in (x0 / 2.0) as usize..(x1 / 2.0) as usize {
+                    g.data[y * 320 + x] = v;
+                }
+            }
+        }
+        g
+    }
+
+    /// Where track 1, of a dark figure at x 100..140, is after a round with a light figure's
+    /// detection at x 86 (the better overlap) and a dark figure's at x 118.
+    fn where_the_dark_track_goes(light_is_dark: bool) -> f32 {
+        let mut tr = Tracker::new(no_visual()).unwrap_or_else(|e| panic!("{e}"));
+        tr.step(0, &figures(&[(100.0, 140.0, 30)]));
+        tr.apply_detections(0, &[det(100.0, 100.0, 0)]);
+        let a = if light_is_dark { 30 } else { 220 };
+        tr.step(1, &figures(&[(86.0, 118.0, a), (126.0, 158.0, 30)]));
+        // IoU with the track's box: 0.48 and 0.38; the two boxes cover each other by 0.2 only,
+        // so each detection's look is its own figure's.
+        let out = tr.apply_detections(1, &[det(86.0, 100.0, 0), det(118.0, 100.0, 0)]);
+        assert_eq!((out.matched, out.started), (1, 1));
+        let x0 = tr
+            .tracks()
+            .find(|t| t.id == 1)
+            .map_or(f32::NAN, |t| t.bbox.x0);
+        x0
+    }
+
+    #[test]
+    fn a_track_is_not_paired_with_a_detection_of_another_look() {
+        // Both figures dark: the better overlap wins.
+        assert_eq!(where_the_dark_track_goes(true), 86.0);
+        // The better overlap is a light figure now: the track keeps to the dark one.
+        assert_eq!(where_the_dark_track_goes(false), 118.0);
+        // A light figure exactly where the dark one's track is, alone: not its object (the
+        // detection starts a track of its own; the dark track counts a miss).
+        let mut tr = Tracker::new(no_visual()).unwrap_or_else(|e| panic!("{e}"));
+        tr.step(0, &figures(&[(100.0, 140.0, 30)]));
+        tr.apply_detections(0, &[det(100.0, 100.0, 0)]);
+        tr.step(1, &figures(&[(100.0, 140.0, 220)]));
+        let out = tr.apply_detections(1, &[det(100.0, 100.0, 0)]);
+        assert_eq!((out.matched, out.started, out.missed), (0, 1, 1));
     }
 
     #[test]

@@ -145,6 +145,14 @@ impl Pyramid {
         self.used
     }
 
+    /// Level 0 (the image, as `f32` brightness) and its width and height; `None` when empty.
+    pub fn base(&self) -> Option<(&[f32], usize, usize)> {
+        match self.planes.first() {
+            Some(p) if self.used > 0 => Some((&p.data, p.width, p.height)),
+            _ => None,
+        }
+    }
+
     /// Size of level 0.
     pub fn size(&self) -> (usize, usize) {
         match self.planes.first() {
