@@ -172,6 +172,19 @@ impl Notifier {
     }
 }
 
+/// What systemd would read next on a test's notify socket, tried again when the wait is
+/// interrupted: a receive with a timeout fails with `EINTR` when the process is stopped and
+/// continued or frozen and thawed (a paused container), however short the pause.
+#[cfg(test)]
+pub(crate) fn recv_notification(server: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match server.recv(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,7 +208,7 @@ mod tests {
         let mut buf = [0u8; 256];
         let mut got = Vec::new();
         for _ in 0..3 {
-            let k = server.recv(&mut buf).unwrap();
+            let k = recv_notification(&server, &mut buf).unwrap();
             got.push(String::from_utf8_lossy(&buf[..k]).to_string());
         }
         assert_eq!(got, ["READY=1\nSTATUS=running", "WATCHDOG=1", "STOPPING=1"]);
@@ -216,9 +229,9 @@ mod tests {
         n.ready("running");
         n.reloading();
         let mut buf = [0u8; 256];
-        let k = server.recv(&mut buf).unwrap();
+        let k = recv_notification(&server, &mut buf).unwrap();
         assert_eq!(&buf[..k], b"READY=1\nSTATUS=running");
-        let k = server.recv(&mut buf).unwrap();
+        let k = recv_notification(&server, &mut buf).unwrap();
         let reloading = String::from_utf8_lossy(&buf[..k]).to_string();
         let usec = reloading.strip_prefix("RELOADING=1\nMONOTONIC_USEC=");
         assert!(

@@ -306,6 +306,8 @@ fn notifications_on_an_abstract_socket(tag: &str, watchdog_pid: Option<&str>) ->
     while got.last().map(String::as_str) != Some("STOPPING=1") {
         match server.recv(&mut buf) {
             Ok(k) => got.push(String::from_utf8_lossy(&buf[..k]).to_string()),
+            // A receive with a timeout fails with EINTR when the process is paused and resumed.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();

@@ -57,10 +57,14 @@ impl FakeSystemd {
     fn wait_for_frames(&self, frames: usize) {
         let mut buf = [0u8; 256];
         let mut next = || {
-            let len = self
-                .socket
-                .recv(&mut buf)
-                .unwrap_or_else(|e| panic!("no word from the pipeline: {e}"));
+            // A receive with a timeout fails with EINTR when the process is paused and resumed.
+            let len = loop {
+                match self.socket.recv(&mut buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    r => break r,
+                }
+            }
+            .unwrap_or_else(|e| panic!("no word from the pipeline: {e}"));
             String::from_utf8_lossy(&buf[..len]).to_string()
         };
         while !next().starts_with("READY=1") {}

@@ -120,8 +120,7 @@ mod tests {
         // pinger gets scheduled.
         let out = keeping_watchdog_fed(Some(&n), || {
             for i in 0..3 {
-                let len = server
-                    .recv(&mut buf)
+                let len = crate::service::recv_notification(&server, &mut buf)
                     .unwrap_or_else(|e| panic!("ping {i} within 30 s: {e}"));
                 assert_eq!(&buf[..len], b"WATCHDOG=1");
             }

@@ -595,8 +595,7 @@ mod tests {
         let mut buf = [0u8; 256];
         let mut heard = Vec::new();
         let mut next = || {
-            let len = server
-                .recv(&mut buf)
+            let len = crate::service::recv_notification(&server, &mut buf)
                 .unwrap_or_else(|e| panic!("no notification within 30 s after {heard:?}: {e}"));
             let m = String::from_utf8_lossy(&buf[..len]).to_string();
             heard.push(m.clone());
