@@ -172,22 +172,21 @@ impl Notifier {
     }
 }
 
-/// What systemd would read next on a test's notify socket, tried again when the wait is
-/// interrupted: a receive with a timeout fails with `EINTR` when the process is stopped and
-/// continued or frozen and thawed (a paused container), however short the pause.
-#[cfg(test)]
-pub(crate) fn recv_notification(server: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        match server.recv(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What systemd would read next on a test's notify socket, tried again when the wait is
+    /// interrupted: a receive with a timeout fails with `EINTR` when the process is stopped and
+    /// continued or frozen and thawed (a paused container), however short the pause.
+    fn recv_notification(server: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match server.recv(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
 
     #[test]
     fn notifications_reach_the_socket() {

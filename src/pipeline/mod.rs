@@ -595,8 +595,14 @@ mod tests {
         let mut buf = [0u8; 256];
         let mut heard = Vec::new();
         let mut next = || {
-            let len = crate::service::recv_notification(&server, &mut buf)
-                .unwrap_or_else(|e| panic!("no notification within 30 s after {heard:?}: {e}"));
+            let len = loop {
+                match server.recv(&mut buf) {
+                    // A receive with a timeout fails with EINTR when the process is paused.
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    r => break r,
+                }
+            }
+            .unwrap_or_else(|e| panic!("no notification within 30 s after {heard:?}: {e}"));
             let m = String::from_utf8_lossy(&buf[..len]).to_string();
             heard.push(m.clone());
             m
