@@ -214,9 +214,10 @@ fn sample_patch(plane: &Plane, x0: f32, y0: f32, n: usize, out: &mut [f32]) {
 /// SIMD for what would otherwise be a serial floating-point reduction.
 const LANES: usize = 8;
 
-/// For the error `e = template − current` over a window: `(Σ e·gx, Σ e·gy, Σ |e|)`.
-fn mismatch(tmpl: &[f32], cur: &[f32], gx: &[f32], gy: &[f32]) -> (f32, f32, f32) {
-    let mut acc = [[0.0f32; LANES]; 3];
+/// For the error `e = template − current` over a window: `(Σ e·gx, Σ e·gy)`, the
+/// Gauss–Newton step's right-hand side.
+fn mismatch(tmpl: &[f32], cur: &[f32], gx: &[f32], gy: &[f32]) -> (f32, f32) {
+    let mut acc = [[0.0f32; LANES]; 2];
     let chunks = tmpl
         .chunks_exact(LANES)
         .zip(cur.chunks_exact(LANES))
@@ -226,18 +227,33 @@ fn mismatch(tmpl: &[f32], cur: &[f32], gx: &[f32], gy: &[f32]) -> (f32, f32, f32
             let e = t[l] - c[l];
             acc[0][l] += e * x[l];
             acc[1][l] += e * y[l];
-            acc[2][l] += e.abs();
         }
     }
-    let [mut bx, mut by, mut err] = acc.map(|a| a.iter().sum::<f32>());
+    let [mut bx, mut by] = acc.map(|a| a.iter().sum::<f32>());
     let tail = tmpl.len() - tmpl.len() % LANES;
     for k in tail..tmpl.len().min(cur.len()).min(gx.len()).min(gy.len()) {
         let e = tmpl[k] - cur[k];
         bx += e * gx[k];
         by += e * gy[k];
-        err += e.abs();
     }
-    (bx, by, err)
+    (bx, by)
+}
+
+/// `Σ |template − current|` over a window (the patch residual, once per point: only the
+/// finest level's last sample is kept).
+fn abs_error(tmpl: &[f32], cur: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    for (t, c) in tmpl.chunks_exact(LANES).zip(cur.chunks_exact(LANES)) {
+        for l in 0..LANES {
+            acc[l] += (t[l] - c[l]).abs();
+        }
+    }
+    let mut err = acc.iter().sum::<f32>();
+    let tail = tmpl.len() - tmpl.len() % LANES;
+    for k in tail..tmpl.len().min(cur.len()) {
+        err += (tmpl[k] - cur[k]).abs();
+    }
+    err
 }
 
 /// The gradient matrix of a window: `(Σ gx², Σ gx·gy, Σ gy²)`.
@@ -391,8 +407,7 @@ impl LucasKanade {
                     win,
                     &mut self.cur,
                 );
-                let (bx, by, err) = mismatch(&self.tmpl, &self.cur, &self.gx, &self.gy);
-                residual = err * inv_n;
+                let (bx, by) = mismatch(&self.tmpl, &self.cur, &self.gx, &self.gy);
                 let sx = (gyy * bx - gxy * by) * inv_det;
                 let sy = (gxx * by - gxy * bx) * inv_det;
                 dx += sx;
@@ -407,6 +422,9 @@ impl LucasKanade {
             if level > 0 {
                 dx *= 2.0;
                 dy *= 2.0;
+            } else if self.max_iterations > 0 {
+                // The finest level's last sample is still in `cur`.
+                residual = abs_error(&self.tmpl, &self.cur) * inv_n;
             }
         }
         let (x, y) = (px + dx, py + dy);
@@ -781,7 +799,7 @@ mod tests {
     }
 
     #[test]
-    fn mismatch_matches_a_plain_sum() {
+    fn mismatch_and_abs_error_match_plain_sums() {
         let n = 81;
         let t: Vec<f32> = (0..n).map(|i| (i * 7 % 13) as f32).collect();
         let c: Vec<f32> = (0..n).map(|i| (i * 5 % 11) as f32).collect();
@@ -794,7 +812,8 @@ mod tests {
             by += e * gy[k];
             err += e.abs();
         }
-        let (x, y, e) = mismatch(&t, &c, &gx, &gy);
+        let (x, y) = mismatch(&t, &c, &gx, &gy);
+        let e = abs_error(&t, &c);
         assert!((x - bx).abs() < 1e-3 && (y - by).abs() < 1e-3 && (e - err).abs() < 1e-3);
     }
 
