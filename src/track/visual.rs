@@ -107,8 +107,12 @@ impl Pyramid {
         let base = &mut self.planes[0];
         base.width = w;
         base.height = h;
-        base.data.clear();
-        base.data.extend(gray.data.iter().map(|&v| v as f32));
+        // Resized (a no-op from the second frame of a size on) and overwritten: a loop over
+        // two slices, which the compiler turns into vector conversions.
+        base.data.resize(w * h, 0.0);
+        for (d, &v) in base.data.iter_mut().zip(&gray.data) {
+            *d = v as f32;
+        }
         self.used = 1;
         for l in 1..=levels {
             let (pw, ph) = (self.planes[l - 1].width, self.planes[l - 1].height);
@@ -124,16 +128,16 @@ impl Pyramid {
             let dst = &mut upper[0];
             dst.width = nw;
             dst.height = nh;
-            dst.data.clear();
-            dst.data.reserve(nw * nh);
-            for y in 0..nh {
+            dst.data.resize(nw * nh, 0.0);
+            for (y, row) in dst.data.chunks_exact_mut(nw).enumerate() {
                 let r0 = &src.data[2 * y * pw..][..2 * nw];
                 let r1 = &src.data[(2 * y + 1) * pw..][..2 * nw];
-                dst.data.extend(
-                    r0.chunks_exact(2)
-                        .zip(r1.chunks_exact(2))
-                        .map(|(a, b)| 0.25 * (a[0] + a[1] + b[0] + b[1])),
-                );
+                for (d, (a, b)) in row
+                    .iter_mut()
+                    .zip(r0.chunks_exact(2).zip(r1.chunks_exact(2)))
+                {
+                    *d = 0.25 * (a[0] + a[1] + b[0] + b[1]);
+                }
             }
             self.used = l + 1;
         }
@@ -738,6 +742,42 @@ mod tests {
         assert_eq!(VisualParams::levels_for(9, 12.0), 3);
         assert_eq!(VisualParams::levels_for(9, 16.0), 3);
         assert_eq!(VisualParams::levels_for(3, 1000.0), MAX_LEVELS);
+    }
+
+    /// Every level is the plain 2×2 mean of the one below (odd last rows and columns left
+    /// out), bit for bit, also when the buffers were filled by a larger and a smaller image
+    /// before.
+    #[test]
+    fn pyramid_levels_are_plain_means_across_sizes() {
+        let mut p = Pyramid::new();
+        for (w, h) in [(64usize, 48usize), (37, 29), (80, 61)] {
+            let gray = GrayImage {
+                width: w as u32,
+                height: h as u32,
+                scale: 1.0,
+                data: texture(w.max(h), 3)
+                    .chunks_exact(w.max(h))
+                    .take(h)
+                    .flat_map(|r| r[..w].to_vec())
+                    .collect(),
+            };
+            assert!(p.build(&gray, 3, 4));
+            let base: Vec<f32> = gray.data.iter().map(|&v| v as f32).collect();
+            assert_eq!(p.planes[0].data, base);
+            for l in 1..p.levels() {
+                let (lo, up) = (&p.planes[l - 1], &p.planes[l]);
+                assert_eq!((up.width, up.height), (lo.width / 2, lo.height / 2));
+                let mut want = Vec::new();
+                for y in 0..up.height {
+                    for x in 0..up.width {
+                        let at =
+                            |dx: usize, dy: usize| lo.data[(2 * y + dy) * lo.width + 2 * x + dx];
+                        want.push(0.25 * (at(0, 0) + at(1, 0) + at(0, 1) + at(1, 1)));
+                    }
+                }
+                assert_eq!(up.data, want, "level {l} of {w}x{h}");
+            }
+        }
     }
 
     #[test]
