@@ -4,6 +4,7 @@
 pub mod ceiling;
 pub mod decode;
 pub mod embedded;
+mod input_tensor;
 pub mod int8;
 pub mod nms;
 pub mod profile;
@@ -174,6 +175,10 @@ pub struct Detector {
     cfg: DetectorConfig,
     /// Set when the model takes int8 quantized by the preprocessing.
     input_quant: Option<int8::input::InputQuant>,
+    /// The input tensor kept from one inference for the next (a new one of 0.5–2 MB would
+    /// be mapped and faulted in page by page every time: `memory::limit_allocator`); empty
+    /// while an inference has it out.
+    kept_input: Mutex<Option<Arc<Tensor>>>,
 }
 
 impl std::fmt::Debug for Detector {
@@ -534,6 +539,7 @@ impl Detector {
             info,
             cfg: cfg.clone(),
             input_quant,
+            kept_input: Mutex::new(None),
         })
     }
 
@@ -550,6 +556,14 @@ impl Detector {
                 Some(recycler.kept())
             })
             .unwrap_or((0, 0))
+    }
+
+    /// The address of the input tensor this detector keeps for its next inference (`None`
+    /// before the first and while an inference runs): the same from one inference to the
+    /// next when the tensor is reused.
+    pub fn kept_input(&self) -> Option<usize> {
+        let kept = self.kept_input.lock().ok()?;
+        kept.as_ref().map(|t| Arc::as_ptr(t) as usize)
     }
 
     /// Facts about the loaded model.
@@ -577,19 +591,12 @@ impl Detector {
         }
     }
 
-    /// [`Detector::new_input`] holding `floats` (quantized for a model that takes int8, as
-    /// the preprocessing would have written them).
-    pub fn input_from_floats(&self, floats: &[f32]) -> ModelInput {
-        match self.input_quant {
-            Some(q) => ModelInput::I8(quantized(floats, q.quant), q.quant),
-            None => ModelInput::F32(floats.to_vec()),
-        }
-    }
-
     /// Runs the network on a preprocessed NCHW tensor and returns its six raw outputs. For a
     /// model that takes int8 the floats are quantized first (as the graph did).
     pub fn run_raw(&self, input: &[f32]) -> Result<RawOutputs, DetectError> {
-        self.run_tensor(self.float_tensor(input)?, None)
+        let mut raw = RawOutputs::default();
+        self.run_tensor(self.float_tensor(input)?, None, &mut raw)?;
+        Ok(raw)
     }
 
     /// [`Detector::run_raw`], timing every node of the network into `profile` (by op name).
@@ -599,57 +606,46 @@ impl Detector {
         input: &[f32],
         profile: &mut OpProfile,
     ) -> Result<RawOutputs, DetectError> {
-        self.run_tensor(self.float_tensor(input)?, Some(profile))
+        let mut raw = RawOutputs::default();
+        self.run_tensor(self.float_tensor(input)?, Some(profile), &mut raw)?;
+        Ok(raw)
     }
 
     /// Runs the network on an input made by [`Detector::new_input`] and filled by the
     /// preprocessing.
     pub fn run_input(&self, input: &ModelInput) -> Result<RawOutputs, DetectError> {
-        self.run_tensor(self.input_tensor(input)?, None)
+        let mut raw = RawOutputs::default();
+        self.run_input_into(input, &mut raw)?;
+        Ok(raw)
     }
 
-    /// [`Detector::run_input`], timing every node into `profile` (see
+    /// [`Detector::run_input`] writing the outputs into `raw`, whose vectors are reused: a
+    /// caller that keeps one `RawOutputs` from frame to frame copies the outputs into memory
+    /// it already has (the six outputs are 1.9 MB at 416×416). Nothing in `raw` is
+    /// meaningful after an error.
+    pub fn run_input_into(
+        &self,
+        input: &ModelInput,
+        raw: &mut RawOutputs,
+    ) -> Result<(), DetectError> {
+        self.run_tensor(self.input_tensor(input)?, None, raw)
+    }
+
+    /// [`Detector::run_input_into`], timing every node into `profile` (see
     /// [`Detector::run_raw_profiled`]).
     pub fn run_input_profiled(
         &self,
         input: &ModelInput,
         profile: &mut OpProfile,
-    ) -> Result<RawOutputs, DetectError> {
-        self.run_tensor(self.input_tensor(input)?, Some(profile))
+        raw: &mut RawOutputs,
+    ) -> Result<(), DetectError> {
+        self.run_tensor(self.input_tensor(input)?, Some(profile), raw)
     }
 
     fn run_err(&self, e: TractError) -> DetectError {
         DetectError::Run {
             model: self.info.name.clone(),
             reason: first_line(&e),
-        }
-    }
-
-    /// The model's input tensor from floats: as they are, or quantized for an int8 input.
-    fn float_tensor(&self, input: &[f32]) -> Result<Tensor, DetectError> {
-        let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
-        let t = match self.input_quant {
-            None => Tensor::from_shape(&shape, input),
-            Some(q) => int8::tensors::byte_tensor(&shape, quantized(input, q.quant), q.dt),
-        };
-        t.map_err(|e| self.run_err(e))
-    }
-
-    /// The model's input tensor from a [`ModelInput`]; int8 values for a float model are an
-    /// error (a buffer made for another model).
-    fn input_tensor(&self, input: &ModelInput) -> Result<Tensor, DetectError> {
-        let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
-        match (input, self.input_quant) {
-            (ModelInput::F32(v), _) => self.float_tensor(v),
-            (ModelInput::I8(v, q), Some(want)) if *q == want.quant => {
-                int8::tensors::byte_tensor(&shape, v.clone(), want.dt).map_err(|e| self.run_err(e))
-            }
-            (ModelInput::I8(..), _) => Err(DetectError::Run {
-                model: self.info.name.clone(),
-                reason: "an int8 input tensor quantized for another model (make it with \
-                         Detector::new_input)"
-                    .into(),
-            }),
         }
     }
 
@@ -681,25 +677,28 @@ impl Detector {
         }
     }
 
+    /// Runs the plan on `tensor` (kept afterwards for the next inference) into `raw`.
     fn run_tensor(
         &self,
-        tensor: Tensor,
+        tensor: Arc<Tensor>,
         profile: Option<&mut OpProfile>,
-    ) -> Result<RawOutputs, DetectError> {
+        raw: &mut RawOutputs,
+    ) -> Result<(), DetectError> {
         // The whole plan runs on one of the model's own threads when there is a pool: then
         // each op that splits its work over the pool (the convolutions' bands, the chunked
         // elementwise ops) starts its share at once on this thread and only hands the rest to
         // the other worker, instead of handing everything to the pool and sleeping until it is
         // done (two thread wake-ups per op fewer, ≈ 40 µs each on a 2-core VM).
         let executor = self.executor.clone();
-        let work = move || -> TractResult<RawOutputs> {
+        let input = TValue::from_const(tensor.clone());
+        let work = move || -> TractResult<()> {
             multithread_tract_scope(executor, || {
                 let mut state = self.take_state()?;
                 let outputs = match profile {
-                    None => state.run(tvec!(tensor.into()))?,
+                    None => state.run(tvec!(input))?,
                     Some(profile) => {
                         let outputs = state.run_plan_with_eval(
-                            tvec!(tensor.into()),
+                            tvec!(input),
                             |ctx, op_state, node, ins| {
                                 let t0 = Instant::now();
                                 let out =
@@ -713,28 +712,34 @@ impl Detector {
                     }
                 };
                 self.keep_state(state);
-                let mut raw = RawOutputs::default();
+                // Even outputs are scores, odd ones box logits, level by level.
+                raw.cls.resize_with(outputs.len().div_ceil(2), Vec::new);
+                raw.reg.resize_with(outputs.len() / 2, Vec::new);
                 for (i, t) in outputs.iter().enumerate() {
                     let view = t.to_plain_array_view::<f32>()?;
-                    // Outputs are contiguous: one copy, not an n-dimensional walk per element.
-                    let v: Vec<f32> = match view.as_slice() {
-                        Some(s) => s.to_vec(),
-                        None => view.iter().copied().collect(),
-                    };
-                    if i % 2 == 0 {
-                        raw.cls.push(v)
+                    let v = if i % 2 == 0 {
+                        &mut raw.cls[i / 2]
                     } else {
-                        raw.reg.push(v)
+                        &mut raw.reg[i / 2]
+                    };
+                    v.clear();
+                    // Outputs are contiguous: one copy, not an n-dimensional walk per element.
+                    match view.as_slice() {
+                        Some(s) => v.extend_from_slice(s),
+                        None => v.extend(view.iter().copied()),
                     }
                 }
-                Ok(raw)
+                Ok(())
             })
         };
-        let raw = match &self.executor {
+        let ran = match &self.executor {
             Executor::MultiThread(pool) if pool.current_num_threads() > 1 => pool.install(work),
             _ => work(),
         };
-        raw.map_err(|e| self.run_err(e))
+        if let Ok(mut kept) = self.kept_input.lock() {
+            kept.get_or_insert(tensor);
+        }
+        ran.map_err(|e| self.run_err(e))
     }
 
     /// Decodes raw outputs into detections mapped to image pixels through `map`.
@@ -811,13 +816,6 @@ impl Detector {
         )?;
         Ok(self.postprocess(&self.run_input(&input)?, &map))
     }
-}
-
-/// `floats` quantized as the preprocessing writes an int8 model's input.
-fn quantized(floats: &[f32], q: preprocess::Quantization) -> Vec<i8> {
-    let mut bytes = vec![0i8; floats.len()];
-    int8::quant::quantize(floats, &mut bytes, q.scale, q.zero_point);
-    bytes
 }
 
 /// The first line of an engine error (tract chains long contexts).
