@@ -1,7 +1,7 @@
 //! tract's `Concat` writing into a kept tensor: [`FastConcat`].
 //!
-//! The backbone joins feature maps along the channels; tract stacks them into a new tensor
-//! at every inference. [`FastConcat`] copies each input's contiguous blocks into an output the
+//! The backbone joins feature maps along the channels (and the FP32 graph its heads'
+//! outputs); tract stacks them into a new tensor at every inference. [`FastConcat`] copies each input's contiguous blocks into an output the
 //! detector keeps between inferences ([`recycle`](super::recycle)): the same bytes, without
 //! a new mapping of up to a megabyte per concatenation.
 
@@ -9,7 +9,7 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::array::TypedConcat;
 
-/// A concatenation of int8 tensors along `axis` (see the module documentation).
+/// A concatenation of tensors of plain values along `axis` (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FastConcat {
     inner: TypedConcat,
@@ -17,10 +17,11 @@ pub struct FastConcat {
 
 impl FastConcat {
     /// The op for tract's `op` over inputs of `facts`; `None` unless every input has a known
-    /// shape and the same one-byte type (the INT8 graphs' feature maps).
+    /// shape and the same type of plain values (the INT8 graphs' int8 feature maps, the FP32
+    /// graph's floats).
     pub fn for_op(op: &TypedConcat, facts: &[&TypedFact]) -> Option<FastConcat> {
         let dt = facts.first()?.datum_type;
-        let plain = dt.is_copy() && dt.size_of() == 1;
+        let plain = dt.is_copy() && dt != DatumType::Bool;
         let same = facts.iter().all(|f| {
             f.datum_type == dt && f.shape.as_concrete().is_some_and(|s| s.len() > op.axis)
         });
@@ -144,6 +145,40 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Floats (the FP32 graph's) too, bit for bit, on a kept tensor.
+    #[test]
+    fn matches_tracts_concat_of_floats() {
+        let mut shared = TurnShared::new();
+        shared.insert(super::super::recycle::Recycler::default());
+        let mut kept = EvalContext::out_of_plan();
+        kept.shared = Some(&shared);
+        let facts = [f32::fact([1, 3, 4, 5]), f32::fact([1, 2, 4, 5])];
+        let tract = TypedConcat { axis: 1 };
+        let ours = FastConcat::for_op(&tract, &[&facts[0], &facts[1]]).expect("floats are ours");
+        for round in 0..2u8 {
+            let inputs: TVec<TValue> = [[1, 3, 4, 5], [1, 2, 4, 5]]
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let t = noise(s, i as u8 * 5 + round);
+                    let v: Vec<f32> = t
+                        .try_as_plain_ram()
+                        .unwrap()
+                        .as_slice::<i8>()
+                        .unwrap()
+                        .iter()
+                        .map(|&x| x as f32 * 0.37)
+                        .collect();
+                    Tensor::from_shape(s, &v).unwrap().into_tvalue()
+                })
+                .collect();
+            let want = tract.eval(&kept, inputs.clone()).unwrap();
+            let got = ours.eval(&kept, inputs).unwrap();
+            assert_eq!(got[0].shape(), want[0].shape());
+            assert_eq!(got[0].as_bytes(), want[0].as_bytes(), "round {round}");
         }
     }
 

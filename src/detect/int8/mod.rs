@@ -15,7 +15,10 @@
 //!   [`taps_early::install`] puts it in before tract optimizes, so tract optimizes a graph a
 //!   third the size;
 //! - [`taps_pack::FastTapsPack`]: a `FastTaps` and the `FastPackI8` that reads it, as one op;
-//! - [`concat::FastConcat`]: tract's `Concat`, copying each input's blocks in place;
+//! - [`concat::FastConcat`]: tract's `Concat`, copying each input's blocks in place (in the
+//!   FP32 graph too);
+//! - [`pad::FastPad`]: tract's zero `Pad` (the FP32 graph's, in front of each convolution),
+//!   into a kept tensor;
 //! - [`head::FastHead`]: a detection head's dequantize, channel split, sigmoid and
 //!   transposes to its outputs, as one op writing them by table lookups;
 //! - [`qconv::QConvI8`]: a quantized 1×1 convolution (and the im2col it reads) with tract's
@@ -38,6 +41,7 @@ pub mod input;
 pub mod lut;
 pub mod maxpool;
 pub mod pack;
+pub mod pad;
 pub mod pairwise;
 pub mod par;
 pub mod qconv;
@@ -56,7 +60,7 @@ pub mod winograd;
 
 use rewrite::replace_reading;
 use tract_onnx::prelude::*;
-use tract_onnx::tract_core::ops::array::TypedConcat;
+use tract_onnx::tract_core::ops::array::{Pad, TypedConcat};
 use tract_onnx::tract_core::ops::cnn::conv::Im2Col;
 use tract_onnx::tract_core::ops::cnn::{OptMaxPool, OptSumPool};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
@@ -116,6 +120,8 @@ pub struct Report {
     pub adds_in_pools: usize,
     /// Concatenations now done by lookout (into a kept tensor).
     pub concats_ours: usize,
+    /// Zero paddings now done by lookout (into a kept tensor).
+    pub pads_ours: usize,
     /// Detection heads whose dequantize, split, sigmoid and transposes are one
     /// [`head::FastHead`] each.
     pub heads_ours: usize,
@@ -196,6 +202,7 @@ impl Report {
             (self.resizes_ours, "resize"),
             (self.upsample_adds_ours, "upsample-add"),
             (self.concats_ours, "concatenation"),
+            (self.pads_ours, "padding"),
             (self.heads_ours, "head output"),
         ] {
             if n > 0 {
@@ -402,6 +409,10 @@ fn ours_for(
         let ours = concat::FastConcat::for_op(op, inputs).filter(|_| !forced);
         report.concats_ours += ours.is_some() as usize;
         ours.map(|o| Box::new(o) as _)
+    } else if let Some(op) = node.op_as::<Pad>() {
+        let ours = pad::FastPad::for_op(op, input).filter(|_| !forced);
+        report.pads_ours += ours.is_some() as usize;
+        ours.map(|o| Box::new(o) as _)
     } else {
         None
     }
@@ -448,6 +459,7 @@ fn install_stages(model: &mut TypedModel, ours: bool, fuse: bool) -> TractResult
         + report.quantizes_ours
         + report.sumpools_ours
         + report.concats_ours
+        + report.pads_ours
         > 0
     {
         // The replaced nodes are now dead; drop them so the plan holds only what runs.
@@ -923,7 +935,7 @@ mod tests {
     }
 
     #[test]
-    fn a_float_model_gets_only_the_resize_and_the_same_outputs() {
+    fn a_float_model_gets_only_resizes_pads_and_concats_and_the_same_outputs() {
         // Small: FP32 under qemu-user on aarch64 costs minutes per 320² run (every `fmla` lane
         // is emulated); 96² still upsamples 3→6→12.
         let size = 96;
@@ -934,10 +946,17 @@ mod tests {
             report,
             Report {
                 resizes_ours: report.resizes_ours,
+                pads_ours: report.pads_ours,
+                concats_ours: report.concats_ours,
                 ..Report::default()
             }
         );
         assert!(report.resizes_ours > 0, "the FP32 graph upsamples");
+        assert!(
+            report.pads_ours >= 24,
+            "the FP32 graph pads its 3×3 convolutions' inputs"
+        );
+        assert!(report.concats_ours > 0, "the FP32 graph concatenates");
         assert_eq!(report.describe(), None, "no int8 path to name");
         let x = input(size as usize);
         for (i, (a, b)) in outputs(theirs, &x)
