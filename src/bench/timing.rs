@@ -59,6 +59,7 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
         let tensor = det.input_from_floats(&input);
         // One set of output vectors for every run, as the daemon's detector keeps it.
         let mut raw = detect::RawOutputs::default();
+        // `ok`: whether the latest run succeeded (after a failed one `raw` means nothing).
         let mut ok = false;
         for _ in 0..3 {
             ok = det.run_input_into(&tensor, &mut raw).is_ok();
@@ -66,12 +67,11 @@ pub fn time_inference(det: &Detector, dir: &Path, runs: usize) -> InferenceTimin
         let mut ms = Vec::with_capacity(runs);
         for _ in 0..runs {
             let t0 = Instant::now();
-            if det
+            ok = det
                 .run_input_profiled(&tensor, &mut profile, &mut raw)
-                .is_ok()
-            {
+                .is_ok();
+            if ok {
                 ms.push(t0.elapsed().as_secs_f64() * 1e3);
-                ok = true;
             }
         }
         let dets = if ok {

@@ -50,13 +50,14 @@ impl Detector {
     ) -> Result<Arc<Tensor>, DetectError> {
         let shape = [1, 3, self.info.input_h as usize, self.info.input_w as usize];
         let kept = self.kept_input.lock().ok().and_then(|mut k| k.take());
-        let mut arc = match kept {
-            Some(t) if t.datum_type() == dt && t.shape() == shape => t,
-            _ => Arc::new(Tensor::zero_dt(dt, &shape).map_err(|e| self.run_err(e))?),
+        // Reusable: of this type and shape, and held by nobody else (no weak references exist).
+        let reusable = |t: &Arc<Tensor>| {
+            t.datum_type() == dt && t.shape() == shape && Arc::strong_count(t) == 1
         };
-        if Arc::get_mut(&mut arc).is_none() {
-            arc = Arc::new(Tensor::zero_dt(dt, &shape).map_err(|e| self.run_err(e))?);
-        }
+        let mut arc = match kept.filter(reusable) {
+            Some(t) => t,
+            None => Arc::new(Tensor::zero_dt(dt, &shape).map_err(|e| self.run_err(e))?),
+        };
         let t =
             Arc::get_mut(&mut arc).ok_or_else(|| self.run_err(anyhow::anyhow!("input in use")))?;
         fill(t).map_err(|e| self.run_err(e))?;

@@ -88,6 +88,8 @@ pub fn record_looks(
     let (iw, ih) = (det.info().input_w, det.info().input_h);
     let mut input = det.new_input();
     let mut scratch = Scratch::default();
+    // The model's outputs, reused from frame to frame as the daemon's detector does.
+    let mut raw = crate::detect::RawOutputs::default();
     let mut rec = LookRecording {
         input: (iw, ih),
         ..LookRecording::default()
@@ -125,8 +127,8 @@ pub fn record_looks(
                 &mut input,
             )
             .map_err(frame_err)?;
-            let mut round =
-                det.detect_round(&det.run_input(&input)?, &map, floor, labels.as_deref());
+            det.run_input_into(&input, &mut raw)?;
+            let mut round = det.detect_round(&raw, &map, floor, labels.as_deref());
             for list in [&mut round.reported, &mut round.weak] {
                 for d in list.iter_mut() {
                     d.bbox = BBox::new(

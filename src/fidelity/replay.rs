@@ -265,6 +265,8 @@ pub fn record_with(
     let (w, h) = (det.info().input_w, det.info().input_h);
     let mut input = det.new_input();
     let mut scratch = Scratch::default();
+    // The model's outputs, reused from frame to frame as the daemon's detector does.
+    let mut raw = crate::detect::RawOutputs::default();
     let mut rec = Recording {
         fps,
         threshold: cfg.model.threshold,
@@ -287,7 +289,8 @@ pub fn record_with(
         let map =
             preprocess::frame_to_input(&frame, w, h, cfg.model.resize, &mut input, &mut scratch)
                 .map_err(frame_err)?;
-        let round = det.detect_round(&det.run_input(&input)?, &map, floor, labels.as_deref());
+        det.run_input_into(&input, &mut raw)?;
+        let round = det.detect_round(&raw, &map, floor, labels.as_deref());
         rec.gray_time += t1 - t0;
         rec.detect_time += t1.elapsed();
         rec.frame_size = (frame.width, frame.height);

@@ -21,7 +21,7 @@ impl FastConcat {
     /// graph's floats).
     pub fn for_op(op: &TypedConcat, facts: &[&TypedFact]) -> Option<FastConcat> {
         let dt = facts.first()?.datum_type;
-        let plain = dt.is_copy() && dt != DatumType::Bool;
+        let plain = dt.is_copy();
         let same = facts.iter().all(|f| {
             f.datum_type == dt && f.shape.as_concrete().is_some_and(|s| s.len() > op.axis)
         });
@@ -102,8 +102,8 @@ impl TypedOp for FastConcat {
 
 #[cfg(test)]
 mod tests {
+    use super::super::recycle::tests::{context, with_recycler};
     use super::*;
-    use tract_onnx::tract_core::plan::TurnShared;
 
     fn noise(shape: &[usize], seed: u8) -> Tensor {
         let n: usize = shape.iter().product();
@@ -117,10 +117,8 @@ mod tests {
     /// and again on a kept tensor that held another result.
     #[test]
     fn matches_tracts_concat_on_every_axis() {
-        let mut shared = TurnShared::new();
-        shared.insert(super::super::recycle::Recycler::default());
-        let mut kept = EvalContext::out_of_plan();
-        kept.shared = Some(&shared);
+        let shared = with_recycler();
+        let kept = context(&shared);
         let plain = EvalContext::out_of_plan();
         for axis in 0..4 {
             let mut shapes = [[2, 3, 5, 7], [2, 3, 5, 7], [2, 3, 5, 7]];
@@ -151,10 +149,8 @@ mod tests {
     /// Floats (the FP32 graph's) too, bit for bit, on a kept tensor.
     #[test]
     fn matches_tracts_concat_of_floats() {
-        let mut shared = TurnShared::new();
-        shared.insert(super::super::recycle::Recycler::default());
-        let mut kept = EvalContext::out_of_plan();
-        kept.shared = Some(&shared);
+        let shared = with_recycler();
+        let kept = context(&shared);
         let facts = [f32::fact([1, 3, 4, 5]), f32::fact([1, 2, 4, 5])];
         let tract = TypedConcat { axis: 1 };
         let ours = FastConcat::for_op(&tract, &[&facts[0], &facts[1]]).expect("floats are ours");

@@ -28,9 +28,9 @@ impl FastPad {
             .cast_to_dt(fact.datum_type)
             .ok()
             .is_some_and(|v| v.as_bytes().iter().all(|&b| b == 0));
-        let plain = fact.datum_type.is_copy() && fact.datum_type != DatumType::Bool;
         let rank = fact.shape.rank();
-        (zero && plain && rank > 0 && op.pads.len() == rank).then(|| FastPad { inner: op.clone() })
+        (zero && fact.datum_type.is_copy() && rank > 0 && op.pads.len() == rank)
+            .then(|| FastPad { inner: op.clone() })
     }
 
     /// `input` padded, in a tensor of `ctx`'s plan state when it keeps them; `None` when the
@@ -49,7 +49,14 @@ impl FastPad {
             .collect();
         let size = input.datum_type().size_of();
         let (out, ()) = super::recycle::output(ctx, input.datum_type(), &out_shape, |t| {
-            pad_into(input.as_bytes(), shape, pads, size, t.as_bytes_mut());
+            pad_into(
+                input.as_bytes(),
+                shape,
+                &out_shape,
+                pads,
+                size,
+                t.as_bytes_mut(),
+            );
             Ok(())
         })?;
         Ok(Some(out))
@@ -57,14 +64,17 @@ impl FastPad {
 }
 
 /// Copies `src` (elements of `size` bytes, C order, `shape`) into `dst`, a zeroed tensor of
-/// `shape` grown by `pads` (before, after) on each axis: one contiguous copy per innermost row.
-fn pad_into(src: &[u8], shape: &[usize], pads: &[(usize, usize)], size: usize, dst: &mut [u8]) {
+/// `out_shape` (`shape` grown by `pads`, before and after, on each axis): one contiguous copy
+/// per innermost row.
+fn pad_into(
+    src: &[u8],
+    shape: &[usize],
+    out_shape: &[usize],
+    pads: &[(usize, usize)],
+    size: usize,
+    dst: &mut [u8],
+) {
     let rank = shape.len();
-    let out_shape: Vec<usize> = shape
-        .iter()
-        .zip(pads)
-        .map(|(&d, &(a, b))| d + a + b)
-        .collect();
     // Elements between two steps along each axis of the output.
     let mut stride = vec![1usize; rank];
     for ax in (0..rank - 1).rev() {
@@ -119,8 +129,8 @@ impl TypedOp for FastPad {
 
 #[cfg(test)]
 mod tests {
+    use super::super::recycle::tests::{context, with_recycler};
     use super::*;
-    use tract_onnx::tract_core::plan::TurnShared;
 
     fn noise(shape: &[usize], seed: u32) -> Tensor {
         let n: usize = shape.iter().product();
@@ -134,10 +144,8 @@ mod tests {
     /// without kept tensors, and again on a kept tensor that held another result.
     #[test]
     fn matches_tracts_pad() {
-        let mut shared = TurnShared::new();
-        shared.insert(super::super::recycle::Recycler::default());
-        let mut kept = EvalContext::out_of_plan();
-        kept.shared = Some(&shared);
+        let shared = with_recycler();
+        let kept = context(&shared);
         let plain = EvalContext::out_of_plan();
         type Case<'a> = (&'a [usize], &'a [(usize, usize)]);
         let cases: [Case; 5] = [

@@ -114,11 +114,19 @@ pub(crate) fn output<R>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use tract_onnx::tract_core::plan::TurnShared;
 
-    fn context(shared: &TurnShared) -> EvalContext<'_> {
+    /// A plan state's shared resources holding a [`Recycler`] (for the ops' tests).
+    pub(crate) fn with_recycler() -> TurnShared {
+        let mut shared = TurnShared::new();
+        shared.insert(Recycler::default());
+        shared
+    }
+
+    /// An evaluation context whose plan state shares `shared`.
+    pub(crate) fn context(shared: &TurnShared) -> EvalContext<'_> {
         let mut ctx = EvalContext::out_of_plan();
         ctx.shared = Some(shared);
         ctx
