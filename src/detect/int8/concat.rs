@@ -49,7 +49,7 @@ impl FastConcat {
         let mut shape: TVec<usize> = first.shape().into();
         shape[axis] = inputs.iter().map(|t| t.shape()[axis]).sum();
         let outer: usize = shape[..axis].iter().product();
-        let (out, ()) = super::recycle::output(ctx, dt, &shape, |t| {
+        let (out, ()) = super::recycle::output_whole(ctx, dt, &shape, |t| {
             let out = t.as_bytes_mut();
             let mut at = 0;
             for o in 0..outer {

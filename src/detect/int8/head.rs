@@ -134,22 +134,27 @@ impl FastHead {
     }
 
     /// Writes part `part` of the int8 `input` (`[C, H·W]` row-major) into `out`
-    /// (`[H·W, end − start]`).
+    /// (`[H·W, end − start]`), on the model's threads in chunks of whole blocks of positions.
     fn write(&self, part: &Part, input: &[i8], out: &mut [f32]) {
         let hw = self.chw[1] * self.chw[2];
         let n = part.end - part.start;
         // Blocks of positions, so that the reads (one row per channel) and the writes (one
         // row per position) both stay in the cache.
         const BLOCK: usize = 32;
-        for p0 in (0..hw).step_by(BLOCK) {
-            let p1 = (p0 + BLOCK).min(hw);
-            for (j, c) in (part.start..part.end).enumerate() {
-                let row = &input[c * hw + p0..c * hw + p1];
-                for (dp, &v) in row.iter().enumerate() {
-                    out[(p0 + dp) * n + j] = part.table[v as u8 as usize];
+        super::par::for_chunks(out, n.max(1) * BLOCK, |first, chunk| {
+            let start = first / n.max(1);
+            let end = (start + chunk.len() / n.max(1)).min(hw);
+            for p0 in (start..end).step_by(BLOCK) {
+                let p1 = (p0 + BLOCK).min(end);
+                for (j, c) in (part.start..part.end).enumerate() {
+                    let row = &input[c * hw + p0..c * hw + p1];
+                    for (dp, &v) in row.iter().enumerate() {
+                        chunk[(p0 - start + dp) * n + j] = part.table[v as u8 as usize];
+                    }
                 }
             }
-        }
+            true
+        });
     }
 }
 
@@ -191,7 +196,7 @@ impl EvalOp for FastHead {
         let mut outputs = TVec::new();
         for part in &self.parts {
             let shape = [1, h * w, part.end - part.start];
-            let (out, ()) = super::recycle::output(ctx, f32::datum_type(), &shape, |t| {
+            let (out, ()) = super::recycle::output_whole(ctx, f32::datum_type(), &shape, |t| {
                 let mut view = t.try_as_plain_ram_mut()?;
                 self.write(part, values, view.as_slice_mut::<f32>()?);
                 Ok(())

@@ -88,6 +88,9 @@ impl Source<'_> {
     }
 }
 
+/// Bytes of a row that one group of full panels reads ([`pack`]): a cache line.
+const GROUP_BYTES: usize = 64;
+
 /// Packs panels `first..first + out.len() / panel_len` of `src` into `out` (whole panels, zero
 /// padding included), with the portable bounds-checked code. Returns `false` (writing nothing)
 /// when `out` is not a whole number of panels or `src` is not valid.
@@ -127,15 +130,20 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
         return false;
     }
     match layout {
-        Layout::K4 { r: 8 } => {
-            pack_lanes::<8, _, _>(src, first, out, pl, k4_full_panel::<8>, k4_clear_lanes::<8>)
-        }
+        Layout::K4 { r: 8 } => pack_lanes::<8, _, _>(
+            src,
+            first,
+            out,
+            pl,
+            k4_full_panels::<8>,
+            k4_clear_lanes::<8>,
+        ),
         Layout::K4 { r: 16 } => pack_lanes::<16, _, _>(
             src,
             first,
             out,
             pl,
-            k4_full_panel::<16>,
+            k4_full_panels::<16>,
             k4_clear_lanes::<16>,
         ),
         Layout::Plain { r: 8, .. } => pack_lanes::<8, _, _>(
@@ -143,7 +151,7 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
             first,
             out,
             pl,
-            plain_full_panel::<8>,
+            plain_full_panels::<8>,
             plain_clear_lanes::<8>,
         ),
         Layout::Plain { r: 4, .. } => pack_lanes::<4, _, _>(
@@ -151,7 +159,7 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
             first,
             out,
             pl,
-            plain_full_panel::<4>,
+            plain_full_panels::<4>,
             plain_clear_lanes::<4>,
         ),
         _ => return pack_portable(layout, src, first, out),
@@ -159,10 +167,12 @@ pub fn pack(layout: Layout, src: &Source, first: usize, out: &mut [u8]) -> bool 
     true
 }
 
-/// Runs `full` on every panel of `R` lanes. A partial panel (`pw` < `R` lanes of data) is
-/// packed whole from the rows' next bytes when they are inside the source (the rows of a
-/// batched tensor or a band buffer are followed by more data), then its lanes from `pw` on
-/// cleared by `clear`; else through a zero-padded `k × R` copy.
+/// Runs `full` on every panel of `R` lanes: full panels in groups of up to [`GROUP_BYTES`] / `R`
+/// (`full(src, m0, panels, out)` writes `panels` consecutive panels, `out` being theirs), so
+/// that each row's bytes for the group are one cache line, read once for all of its panels. A
+/// partial panel (`pw` < `R` lanes of data) is packed whole from the rows' next bytes when they
+/// are inside the source (the rows of a batched tensor or a band buffer are followed by more
+/// data), then its lanes from `pw` on cleared by `clear`; else through a zero-padded `k × R` copy.
 fn pack_lanes<const R: usize, F, C>(
     src: &Source,
     first: usize,
@@ -171,15 +181,23 @@ fn pack_lanes<const R: usize, F, C>(
     full: F,
     clear: C,
 ) where
-    F: Fn(&Source, usize, &mut [u8]),
+    F: Fn(&Source, usize, usize, &mut [u8]),
     C: Fn(&mut [u8], usize, usize),
 {
+    let group = (GROUP_BYTES / R).max(1);
+    let panels = out.len() / pl;
+    // Panels `first..first + whole` hold R lanes of data each.
+    let whole = (src.mn / R).saturating_sub(first).min(panels);
+    let (body, rest) = out.split_at_mut(whole * pl);
+    for (g, run) in body.chunks_mut(group * pl).enumerate() {
+        full(src, (first + g * group) * R, run.len() / pl, run);
+    }
     let mut scratch = Vec::new();
-    for (i, panel) in out.chunks_exact_mut(pl).enumerate() {
-        let m0 = (first + i) * R;
+    for (i, panel) in rest.chunks_exact_mut(pl).enumerate() {
+        let m0 = (first + whole + i) * R;
         let pw = R.min(src.mn.saturating_sub(m0));
         if pw == R {
-            full(src, m0, panel);
+            full(src, m0, 1, panel);
             continue;
         }
         if pw == 0 {
@@ -188,7 +206,7 @@ fn pack_lanes<const R: usize, F, C>(
         }
         let wide = Source { mn: m0 + R, ..*src };
         if wide.is_valid() {
-            full(&wide, m0, panel);
+            full(&wide, m0, 1, panel);
             clear(panel, src.k, pw);
             continue;
         }
@@ -223,7 +241,7 @@ fn pack_lanes<const R: usize, F, C>(
             mn: R,
             row_stride: R,
         };
-        full(&padded, 0, panel);
+        full(&padded, 0, 1, panel);
     }
 }
 
@@ -251,53 +269,66 @@ fn k4_clear_lanes<const R: usize>(panel: &mut [u8], k: usize, pw: usize) {
     }
 }
 
-/// One full plain panel of `R` lanes: one `R`-byte copy per depth (a single load and store).
-fn plain_full_panel<const R: usize>(src: &Source, m0: usize, panel: &mut [u8]) {
-    let (body, tail) = panel.split_at_mut(src.k * R);
-    for (kk, dst) in body.chunks_exact_mut(R).enumerate() {
+/// `panels` consecutive full plain panels of `R` lanes from lane `m0` (each `out.len() /
+/// panels` bytes): depth by depth, one `R`-byte copy per panel (a single load and store).
+fn plain_full_panels<const R: usize>(src: &Source, m0: usize, panels: usize, out: &mut [u8]) {
+    let pl = out.len() / panels.max(1);
+    for kk in 0..src.k {
         let from = kk * src.row_stride + m0;
-        let row: [u8; R] = src.data[from..from + R].try_into().unwrap_or([0; R]);
-        dst.copy_from_slice(&row);
+        for (q, panel) in out.chunks_exact_mut(pl).enumerate() {
+            let at = from + q * R;
+            let row: [u8; R] = src.data[at..at + R].try_into().unwrap_or([0; R]);
+            panel[kk * R..][..R].copy_from_slice(&row);
+        }
     }
-    tail.fill(0);
+    for panel in out.chunks_exact_mut(pl) {
+        panel[src.k * R..].fill(0);
+    }
 }
 
-/// One full K4 panel of `R` = 8 or 16 lanes (lanes `m0..m0 + R` all inside `src.mn`).
-fn k4_full_panel<const R: usize>(src: &Source, m0: usize, panel: &mut [u8]) {
+/// `panels` consecutive full K4 panels of `R` = 8 or 16 lanes from lane `m0` (lanes `m0..m0 +
+/// panels·R` all inside `src.mn`; each panel `out.len() / panels` bytes), block by block: the
+/// four rows of a block are read once for all the panels.
+fn k4_full_panels<const R: usize>(src: &Source, m0: usize, panels: usize, out: &mut [u8]) {
     let k4 = src.k / 4;
     let block = 4 * R;
+    let pl = out.len() / panels.max(1);
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        // The last row read is row 4·k4 − 1 at bytes m0..m0 + R; the caller guarantees
-        // m0 + R ≤ mn and `src.is_valid()`, so all reads are inside `src.data`. Writes: 4·R
-        // bytes per block, k4 blocks ≤ panel.len() / (4·R).
-        assert!(m0 + R <= src.mn && src.is_valid() && panel.len() >= k4 * block);
-        if k4 > 0 {
+        // The last row read is row 4·k4 − 1 at bytes m0..m0 + panels·R; the caller guarantees
+        // m0 + panels·R ≤ mn and `src.is_valid()`, so all reads are inside `src.data`. Writes:
+        // 4·R bytes per block and panel, k4 blocks ≤ pl / (4·R) per panel.
+        assert!(m0 + panels * R <= src.mn && src.is_valid() && pl >= k4 * block);
+        if k4 > 0 && panels > 0 {
             // SAFETY: bounds as argued above: every R-byte read starts at
-            // (4·b + j)·row_stride + m0 with 4·b + j < k and m0 + R ≤ mn, so it ends at or
-            // before (k − 1)·row_stride + mn ≤ data.len(); every 4·R-byte write ends at or
-            // before 4·R·k4 ≤ panel.len().
+            // (4·b + j)·row_stride + m0 + q·R with 4·b + j < k and m0 + (q + 1)·R ≤ mn, so it
+            // ends at or before (k − 1)·row_stride + mn ≤ data.len(); every 4·R-byte write
+            // ends at or before q·pl + 4·R·k4 ≤ (q + 1)·pl ≤ out.len().
             unsafe {
-                let (base, out) = (src.data.as_ptr(), panel.as_mut_ptr());
+                let (base, out) = (src.data.as_ptr(), out.as_mut_ptr());
+                let shape = [src.row_stride, m0, k4, panels, pl];
                 // One call per width, so that each sees a constant `step` it can inline.
                 match R {
-                    8 => k4_blocks::<8>(base, src.row_stride, m0, k4, out, simd::k4_r8_block),
-                    _ => k4_blocks::<16>(base, src.row_stride, m0, k4, out, simd::k4_r16_block),
+                    8 => k4_blocks::<8>(base, shape, out, simd::k4_r8_block),
+                    _ => k4_blocks::<16>(base, shape, out, simd::k4_r16_block),
                 }
             };
         }
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    for b in 0..k4 {
-        k4_block_portable::<R>(src, m0, b, &mut panel[b * block..][..block]);
-    }
-    // The depth tail (k % 4 rows) and the zero padding after the data.
-    let done = k4 * block;
-    panel[done..].fill(0);
-    for kk in k4 * 4..src.k {
-        let row = &src.data[kk * src.row_stride + m0..][..R];
-        for (m, &v) in row.iter().enumerate() {
-            panel[done + 4 * m + kk % 4] = v;
+    for (q, panel) in out.chunks_exact_mut(pl).enumerate() {
+        let m0 = m0 + q * R;
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        for b in 0..k4 {
+            k4_block_portable::<R>(src, m0, b, &mut panel[b * block..][..block]);
+        }
+        // The depth tail (k % 4 rows) and the zero padding after the data.
+        let done = k4 * block;
+        panel[done..].fill(0);
+        for kk in k4 * 4..src.k {
+            let row = &src.data[kk * src.row_stride + m0..][..R];
+            for (m, &v) in row.iter().enumerate() {
+                panel[done + 4 * m + kk % 4] = v;
+            }
         }
     }
 }
@@ -313,29 +344,34 @@ fn k4_block_portable<const R: usize>(src: &Source, m0: usize, b: usize, out: &mu
     }
 }
 
-/// Walks `blocks` K4 blocks of `R` lanes: block `b` reads rows `4b..4b + 4` (`R` bytes each,
-/// from `base + row·stride + m0`) and writes `4·R` bytes at `out + 4·R·b`, through `step`, the
-/// architecture's interleave of one block.
+/// Walks `blocks` K4 blocks of `panels` consecutive panels of `R` lanes (`shape` = `[stride,
+/// m0, blocks, panels, pl]`): block `b` reads rows `4b..4b + 4` (`panels·R` bytes each, from
+/// `base + row·stride + m0`) and writes `4·R` bytes at `out + q·pl + 4·R·b` for each panel
+/// `q`, through `step`, the architecture's interleave of one block.
 ///
 /// # Safety
-/// Every read `base + (4b + j)·stride + m0 .. + R` and every write `out + 4·R·b .. + 4·R`, for
-/// `b < blocks`, `j < 4`, must be in bounds, and `step` must read and write only those bytes.
+/// Every read `base + (4b + j)·stride + m0 .. + panels·R` and every write
+/// `out + q·pl + 4·R·b .. + 4·R`, for `b < blocks`, `j < 4`, `q < panels`, must be in bounds,
+/// and `step` must read and write only those bytes.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 unsafe fn k4_blocks<const R: usize>(
     base: *const u8,
-    stride: usize,
-    m0: usize,
-    blocks: usize,
+    [stride, m0, blocks, panels, pl]: [usize; 5],
     out: *mut u8,
     step: unsafe fn([*const u8; 4], *mut u8),
 ) {
     for b in 0..blocks {
-        // SAFETY: the caller guarantees that these four rows and this block's output are in
-        // bounds, and that `step` touches nothing else.
-        unsafe {
-            let row = |j: usize| base.add((4 * b + j) * stride + m0);
-            step([row(0), row(1), row(2), row(3)], out.add(4 * R * b));
+        for q in 0..panels {
+            // SAFETY: the caller guarantees that these four rows and this block's output are
+            // in bounds, and that `step` touches nothing else.
+            unsafe {
+                let row = |j: usize| base.add((4 * b + j) * stride + m0 + q * R);
+                step(
+                    [row(0), row(1), row(2), row(3)],
+                    out.add(q * pl + 4 * R * b),
+                );
+            }
         }
     }
 }
@@ -480,6 +516,10 @@ mod tests {
                 (16, 17, 1),
                 (9, 40, 2),
                 (288, 35, 0),
+                (36, 150, 0),
+                (8, 260, 4),
+                (5, 64, 0),
+                (13, 1000, 7),
             ] {
                 let stride = mn + extra;
                 let data = noise(k * stride, (k * 31 + mn) as u32);

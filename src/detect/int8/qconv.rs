@@ -788,7 +788,7 @@ impl QConvI8 {
         // The band's k × cols matrix: the taps written here, or the input's columns.
         let source = match &self.taps {
             Some(taps) => {
-                mem.taps.clear();
+                // Sized only: the taps write every byte.
                 mem.taps.resize(k * cols, taps.fill());
                 ensure!(
                     taps.write_rows(src, b, [y0, y1], &mut mem.taps),
@@ -1137,8 +1137,9 @@ impl EvalOp for QConvI8 {
             bail!("QConvI8 takes one input, got {}", inputs.len());
         };
         let shape = self.output_shape(input)?;
-        let (out, ()) =
-            super::recycle::output(ctx, self.out_dt, &shape, |out| self.run_into(input, out))?;
+        let (out, ()) = super::recycle::output_whole(ctx, self.out_dt, &shape, |out| {
+            self.run_into(input, out)
+        })?;
         Ok(tvec!(out))
     }
 

@@ -7,7 +7,7 @@
 //! of page faults per inference. A [`Recycler`] installed in a plan state (its turn-shared
 //! resources) keeps the tensors lookout's ops hand back; when that state runs again, an op
 //! asking for an output of a type and size whose kept tensor nobody holds any more gets that
-//! tensor, zeroed, instead of a new one. What it keeps is bounded by the tensors one
+//! tensor (zeroed, unless the op writes every element) instead of a new one. What it keeps is bounded by the tensors one
 //! inference has alive at once, stays put between inferences, and is freed with the state (a
 //! reload's old model frees all of it).
 
@@ -89,15 +89,39 @@ pub(crate) fn output<R>(
     shape: &[usize],
     write: impl FnOnce(&mut Tensor) -> TractResult<R>,
 ) -> TractResult<(TValue, R)> {
+    output_as(ctx, dt, shape, true, write)
+}
+
+/// Like [`output`] for an op whose `write` sets every element: a kept tensor is handed to it
+/// with the values of its last use instead of zeroed (a new one is still zeroed). Values only,
+/// never memory safety, depend on the promise; the detector's tests compare every output of
+/// photo after photo with a fresh detector's, so an element left unwritten would show.
+pub(crate) fn output_whole<R>(
+    ctx: &EvalContext,
+    dt: DatumType,
+    shape: &[usize],
+    write: impl FnOnce(&mut Tensor) -> TractResult<R>,
+) -> TractResult<(TValue, R)> {
+    output_as(ctx, dt, shape, false, write)
+}
+
+/// [`output`] (`zero` set) or [`output_whole`].
+fn output_as<R>(
+    ctx: &EvalContext,
+    dt: DatumType,
+    shape: &[usize],
+    zero: bool,
+    write: impl FnOnce(&mut Tensor) -> TractResult<R>,
+) -> TractResult<(TValue, R)> {
     let Some(recycler) = ctx.shared.and_then(|s| s.get::<Recycler>()) else {
         let mut t = Tensor::zero_dt(dt, shape)?;
         let r = write(&mut t)?;
         return Ok((t.into_tvalue(), r));
     };
     let len = shape.iter().product();
-    let mut arc = match recycler.take_idle(dt, len) {
-        Some(arc) => arc,
-        None => Arc::new(Tensor::zero_dt(dt, shape)?),
+    let (mut arc, kept) = match recycler.take_idle(dt, len) {
+        Some(arc) => (arc, true),
+        None => (Arc::new(Tensor::zero_dt(dt, shape)?), false),
     };
     // The tensor taken is held by nobody else (checked under the lock, and the plan only
     // gets a clone of it below), and a new one is ours alone.
@@ -107,7 +131,9 @@ pub(crate) fn output<R>(
     if t.shape() != shape {
         t.set_shape(shape)?;
     }
-    t.as_bytes_mut().fill(0);
+    if kept && zero {
+        t.as_bytes_mut().fill(0);
+    }
     let r = write(t)?;
     recycler.keep(arc.clone());
     Ok((TValue::from_const(arc), r))

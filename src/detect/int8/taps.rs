@@ -355,9 +355,10 @@ impl FastTaps {
     }
 
     /// Output rows `y0..y1` of one tap for batch item `n` of an NCHW input: every channel's
-    /// rows, one channel after the other, into `block` (its padding already the fill byte).
-    /// With a stride of 1 and rows as wide as the input's, each channel's rows are one copy
-    /// of the shifted input, then the padding columns written over; otherwise row by row.
+    /// rows, one channel after the other, into `block`, every byte of it (the padding with the
+    /// fill byte). With a stride of 1 and rows as wide as the input's, each channel's rows are
+    /// one copy of the shifted input, then the padding columns written over; otherwise row by
+    /// row.
     fn write_band(
         &self,
         src: &[u8],
@@ -398,8 +399,12 @@ impl FastTaps {
                 return false;
             };
             let (Some(ya), Some(yb), true) = (ya, yb, n_cols > 0) else {
+                plane.fill(self.fill);
                 continue;
             };
+            // The padding rows above and below the rows that read the input.
+            plane[..(ya - y0) * wo].fill(self.fill);
+            plane[(yb - y0) * wo..].fill(self.fill);
             if flat {
                 // Output index i of rows ya..yb reads input index i + shift: one copy,
                 // clipped to the input plane; then the columns outside lo..hi get the fill.
@@ -418,6 +423,9 @@ impl FastTaps {
                     return false;
                 };
                 dst.copy_from_slice(from);
+                // Bytes the clipped copy left out (on padding columns; written over below).
+                plane[d0..d0 + skip].fill(self.fill);
+                plane[end..d1].fill(self.fill);
                 // A column or two: strided stores (a `fill` per row would be a call each).
                 for x in (0..lo).chain(hi_x..wo) {
                     let mut i = d0 + x;
@@ -429,7 +437,12 @@ impl FastTaps {
                 continue;
             }
             for (y, row) in (y0..y1).zip(plane.chunks_exact_mut(wo)) {
-                let Some(p) = rows[y] else { continue };
+                let Some(p) = rows[y] else {
+                    row.fill(self.fill);
+                    continue;
+                };
+                row[..lo].fill(self.fill);
+                row[hi_x..].fill(self.fill);
                 let start = p * wi + first;
                 let Some(span) = sp.get(start..start + (n_cols - 1) * mx.stride + 1) else {
                     return false;
@@ -441,7 +454,7 @@ impl FastTaps {
     }
 
     /// Output rows `y0..y1` of batch item `b` of planar taps: for each tap, each channel's
-    /// rows, into `out` (`k` × band × `wo` bytes, its padding already the fill byte).
+    /// rows, into `out` (`k` × band × `wo` bytes), every byte (the padding with the fill byte).
     pub(super) fn write_rows(
         &self,
         src: &[u8],
@@ -834,6 +847,7 @@ mod tests {
                 .collect();
             let x = Tensor::from_shape(&shape, &data).unwrap();
             let theirs = subgraph(shape, pad.clone(), &taps);
+            every_byte_of_bands_written(&theirs, &data);
             let mut ours = theirs.clone();
             let report = super::super::install_with(&mut ours, true).unwrap();
             assert_eq!(report.taps_ours, 1, "{shape:?} {pad:?}: not fused");
@@ -843,6 +857,35 @@ mod tests {
                 "{shape:?}: only the source and FastTaps remain"
             );
             assert_eq!(run(theirs, &x), run(ours, &x), "{shape:?} {pad:?}");
+        }
+    }
+
+    /// The bands the convolution writes ([`FastTaps::write_rows`]) do not depend on what the
+    /// buffer held: every byte is written, the padding with the fill byte.
+    fn every_byte_of_bands_written(m: &TypedModel, data: &[i8]) {
+        let concat = m.output_outlets().unwrap()[0].node;
+        let Some((op, _)) = FastTaps::for_node(m, m.node(concat)) else {
+            return;
+        };
+        let &[n, k, ho, wo] = op.out_shape() else {
+            return;
+        };
+        if !op.planar() {
+            return;
+        }
+        let src: Vec<u8> = data.iter().map(|&v| v as u8).collect();
+        for b in 0..n {
+            for (y0, y1) in [(0, ho), (0, 1), (ho / 2, ho), (ho - 1, ho), (1, ho.min(3))] {
+                if y0 >= y1 {
+                    continue;
+                }
+                let len = k * (y1 - y0) * wo;
+                let mut filled = vec![op.fill(); len];
+                let mut dirty = vec![!op.fill(); len];
+                assert!(op.write_rows(&src, b, [y0, y1], &mut filled));
+                assert!(op.write_rows(&src, b, [y0, y1], &mut dirty));
+                assert_eq!(filled, dirty, "rows {y0}..{y1} of {:?}", op.out_shape());
+            }
         }
     }
 
