@@ -53,6 +53,7 @@ pub mod stem;
 pub mod sumpool;
 pub mod taps;
 pub mod taps_early;
+pub mod taps_k4;
 pub mod taps_pack;
 pub(crate) mod tensors;
 pub mod upsample_add;

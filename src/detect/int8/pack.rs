@@ -464,10 +464,11 @@ mod simd {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn noise(n: usize, seed: u32) -> Vec<u8> {
+    /// `n` pseudo-random bytes from `seed` (xorshift).
+    pub(crate) fn noise(n: usize, seed: u32) -> Vec<u8> {
         let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
         (0..n)
             .map(|_| {

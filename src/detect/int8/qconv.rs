@@ -45,6 +45,7 @@ use super::pack::{self, Layout, Source};
 use super::pairwise::{self, PackedWeights};
 use super::stem;
 use super::taps::FastTaps;
+use super::taps_k4;
 use super::winograd;
 
 /// About this many bytes of packed activations per band: they stay in the L2 cache of a
@@ -159,6 +160,14 @@ impl KernelPolicy {
 
 thread_local! {
     static BAND_MEMORY: std::cell::RefCell<BandMemory> = std::cell::RefCell::new(BandMemory::default());
+}
+
+/// What one band multiplies ([`QConvI8::band_source`]).
+enum BandSource<'a> {
+    /// A k × cols matrix (the input's columns or the written taps).
+    Matrix(Source<'a>),
+    /// A 3×3 same convolution's taps, to be packed straight from its input planes.
+    Taps3x3([(usize, usize); 9], taps_k4::Band, &'a [u8]),
 }
 
 /// The op that replaces one quantized 1×1 `Conv`.
@@ -785,36 +794,15 @@ impl QConvI8 {
             // Straight from the input: no im2col.
             return self.band_winograd(mem, wg, src, &view, [b, y0, y1], [h, w]);
         }
-        // The band's k × cols matrix: the taps written here, or the input's columns.
-        let source = match &self.taps {
-            Some(taps) => {
-                // Sized only: the taps write every byte.
-                mem.taps.resize(k * cols, taps.fill());
-                ensure!(
-                    taps.write_rows(src, b, [y0, y1], &mut mem.taps),
-                    "QConvI8: taps of rows {y0}..{y1} do not fit the input"
-                );
-                Source {
-                    data: &mem.taps,
-                    k,
-                    mn: cols,
-                    row_stride: cols,
-                }
-            }
-            None => Source {
-                data: src
-                    .get(b * k * n + y0 * w..)
-                    .context("QConvI8: input too short")?,
-                k,
-                mn: cols,
-                row_stride: n,
-            },
-        };
+        let source = self.band_source(&mut mem.taps, src, [b, y0, y1], [k, h, w])?;
         let weights = match &self.weights {
             Weights::Tract(w) => w,
             Weights::Pairwise(w) => {
+                let BandSource::Matrix(source) = &source else {
+                    bail!("QConvI8: a pairwise band without its matrix");
+                };
                 let memory = (&mut mem.columns, &mut mem.products, &mut mem.scratch);
-                return self.band_pairwise(memory, w, &source, &view, n);
+                return self.band_pairwise(memory, w, source, &view, n);
             }
             _ => bail!("QConvI8: a band without im2col reached it"),
         };
@@ -840,10 +828,13 @@ impl QConvI8 {
         // The packer writes every byte of whole panels (padding included); only the slack is
         // left, zeroed here.
         bytes[len..].fill(0);
-        ensure!(
-            pack::pack(self.b_layout, &source, 0, &mut bytes[..len]),
-            "QConvI8: cannot pack rows {y0}..{y1}"
-        );
+        let packed = match &source {
+            BandSource::Taps3x3(at, band, input) => {
+                taps_k4::pack(input, at, *band, &mut bytes[..len])
+            }
+            BandSource::Matrix(source) => pack::pack(self.b_layout, source, 0, &mut bytes[..len]),
+        };
+        ensure!(packed, "QConvI8: cannot pack rows {y0}..{y1}");
         let packed = EagerPackedInput {
             fact: PackedExoticFact {
                 format: self.b_format.clone(),
@@ -868,6 +859,50 @@ impl QConvI8 {
         drop(packed);
         mem.blob = Some(blob);
         ran
+    }
+
+    /// What a band of output rows `y0..y1` of batch item `b` multiplies (`[k, h, w]`: the
+    /// matmul's depth and the output planes): the input's columns; the taps, written into
+    /// `taps`; or, for a 3×3 same convolution feeding the AVX-512 VNNI kernel, the input
+    /// itself, packed straight from it ([`taps_k4`]).
+    fn band_source<'a>(
+        &self,
+        taps: &'a mut Vec<u8>,
+        src: &'a [u8],
+        [b, y0, y1]: [usize; 3],
+        [k, h, w]: [usize; 3],
+    ) -> TractResult<BandSource<'a>> {
+        let (n, cols) = (h * w, (y1 - y0) * w);
+        let Some(op_taps) = &self.taps else {
+            return Ok(BandSource::Matrix(Source {
+                data: src
+                    .get(b * k * n + y0 * w..)
+                    .context("QConvI8: input too short")?,
+                k,
+                mn: cols,
+                row_stride: n,
+            }));
+        };
+        let direct = matches!(self.weights, Weights::Tract(_))
+            && self.b_layout == (Layout::K4 { r: 16 })
+            && taps_k4::simd_available();
+        if let Some((at, c)) = op_taps.same_3x3().filter(|&(_, c)| direct && 9 * c == k) {
+            let band = taps_k4::Band { c, h, w, y0, y1 };
+            let input = src.get(b * c * n..).unwrap_or_default();
+            return Ok(BandSource::Taps3x3(at, band, input));
+        }
+        // Sized only: the taps write every byte.
+        taps.resize(k * cols, op_taps.fill());
+        ensure!(
+            op_taps.write_rows(src, b, [y0, y1], taps),
+            "QConvI8: taps of rows {y0}..{y1} do not fit the input"
+        );
+        Ok(BandSource::Matrix(Source {
+            data: taps,
+            k,
+            mn: cols,
+            row_stride: cols,
+        }))
     }
 
     /// A band with lookout's [`winograd`] convolution: the products of output rows `y0..y1`

@@ -509,7 +509,7 @@ mod neon {
     /// columns).
     pub(super) fn vertical(padded: &[i16], cols: &mut [i16], half: usize) {
         let span = 2 * half;
-        assert!(half % 8 == 0 && padded.len() >= 4 * span && cols.len() >= 8 * half);
+        assert!(half.is_multiple_of(8) && padded.len() >= 4 * span && cols.len() >= 8 * half);
         // SAFETY: for q < half (a multiple of 8), the loads read 16 i16 at `r · span + 2q`
         // (r < 4): inside row r, since 2q + 16 ≤ 2 · half = span, and the rows inside
         // `padded` (asserted); the stores write 8 i16 at `k · half + q` (k < 8), inside
@@ -557,7 +557,7 @@ mod neon {
     /// [`super::horizontal`] with NEON: 8 tiles at a time.
     pub(super) fn horizontal(cols: &[i16], out: &mut [i16], tiles: usize) {
         let half = tiles + 8;
-        assert!(tiles % 8 == 0 && cols.len() >= 8 * half && out.len() >= 16 * tiles);
+        assert!(tiles.is_multiple_of(8) && cols.len() >= 8 * half && out.len() >= 16 * tiles);
         // SAFETY: for t < tiles (a multiple of 8), the loads read 8 i16 at `j · half + t` and
         // `j · half + t + 1` (j < 8): inside `cols`, since t + 9 ≤ tiles + 1 < half; the
         // stores write 8 i16 at `r · tiles + t` (r < 16), inside `out` (asserted).
