@@ -137,13 +137,13 @@ impl FastHead {
     /// (`[H·W, end − start]`), on the model's threads in chunks of whole blocks of positions.
     fn write(&self, part: &Part, input: &[i8], out: &mut [f32]) {
         let hw = self.chw[1] * self.chw[2];
-        let n = part.end - part.start;
+        let n = (part.end - part.start).max(1);
         // Blocks of positions, so that the reads (one row per channel) and the writes (one
         // row per position) both stay in the cache.
         const BLOCK: usize = 32;
-        super::par::for_chunks(out, n.max(1) * BLOCK, |first, chunk| {
-            let start = first / n.max(1);
-            let end = (start + chunk.len() / n.max(1)).min(hw);
+        super::par::for_chunks(out, n * BLOCK, |first, chunk| {
+            let start = first / n;
+            let end = (start + chunk.len() / n).min(hw);
             for p0 in (start..end).step_by(BLOCK) {
                 let p1 = (p0 + BLOCK).min(end);
                 for (j, c) in (part.start..part.end).enumerate() {

@@ -195,11 +195,8 @@ fn pack_lanes<const R: usize, F, C>(
     let mut scratch = Vec::new();
     for (i, panel) in rest.chunks_exact_mut(pl).enumerate() {
         let m0 = (first + whole + i) * R;
+        // Panels past `whole` are partial (pw < R) or empty.
         let pw = R.min(src.mn.saturating_sub(m0));
-        if pw == R {
-            full(src, m0, 1, panel);
-            continue;
-        }
         if pw == 0 {
             panel.fill(0);
             continue;
