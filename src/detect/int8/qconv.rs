@@ -122,6 +122,14 @@ pub enum KernelPolicy {
     Tract,
 }
 
+/// Whether 3×3 stride-1 convolutions may be packed straight from their input ([`taps_k4`]):
+/// yes unless `LOOKOUT_INT8_TAPS=im2col` (A/B comparisons: the im2col written, then packed),
+/// read once.
+fn direct_3x3() -> bool {
+    static DIRECT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DIRECT.get_or_init(|| std::env::var("LOOKOUT_INT8_TAPS").map_or(true, |v| v != "im2col"))
+}
+
 impl KernelPolicy {
     /// From `LOOKOUT_INT8_KERNEL`: [`pairwise::NAME`] asks for lookout's kernel, the name of
     /// one of tract's for tract's (which one is then picked in [`QConvI8::for_node`]),
@@ -863,8 +871,8 @@ impl QConvI8 {
 
     /// What a band of output rows `y0..y1` of batch item `b` multiplies (`[k, h, w]`: the
     /// matmul's depth and the output planes): the input's columns; the taps, written into
-    /// `taps`; or, for a 3×3 same convolution feeding the AVX-512 VNNI kernel, the input
-    /// itself, packed straight from it ([`taps_k4`]).
+    /// `taps`; or, for a 3×3 same convolution feeding a dot-product kernel's K4 panels where
+    /// [`taps_k4`] has SIMD for them, the input itself, packed straight from it.
     fn band_source<'a>(
         &self,
         taps: &'a mut Vec<u8>,
@@ -883,11 +891,18 @@ impl QConvI8 {
                 row_stride: n,
             }));
         };
-        let direct = matches!(self.weights, Weights::Tract(_))
-            && self.b_layout == (Layout::K4 { r: 16 })
-            && taps_k4::simd_available();
-        if let Some((at, c)) = op_taps.same_3x3().filter(|&(_, c)| direct && 9 * c == k) {
-            let band = taps_k4::Band { c, h, w, y0, y1 };
+        let direct = match (&self.weights, self.b_layout) {
+            (Weights::Tract(_), Layout::K4 { r }) if taps_k4::simd_for(r) && direct_3x3() => {
+                Some(r)
+            }
+            _ => None,
+        };
+        let same = direct.and_then(|r| {
+            let (at, c) = op_taps.same_3x3().filter(|&(_, c)| 9 * c == k)?;
+            Some((r, at, c))
+        });
+        if let Some((r, at, c)) = same {
+            let band = taps_k4::Band { c, h, w, y0, y1, r };
             let input = src.get(b * c * n..).unwrap_or_default();
             return Ok(BandSource::Taps3x3(at, band, input));
         }

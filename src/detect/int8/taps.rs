@@ -426,14 +426,7 @@ impl FastTaps {
                 // Bytes the clipped copy left out (on padding columns; written over below).
                 plane[d0..d0 + skip].fill(self.fill);
                 plane[end..d1].fill(self.fill);
-                // A column or two: strided stores (a `fill` per row would be a call each).
-                for x in (0..lo).chain(hi_x..wo) {
-                    let mut i = d0 + x;
-                    while i < d1 {
-                        plane[i] = self.fill;
-                        i += wo;
-                    }
-                }
+                fill_columns(plane, wo, d0..d1, (0..lo).chain(hi_x..wo), self.fill);
                 continue;
             }
             for (y, row) in (y0..y1).zip(plane.chunks_exact_mut(wo)) {
@@ -441,14 +434,15 @@ impl FastTaps {
                     row.fill(self.fill);
                     continue;
                 };
-                row[..lo].fill(self.fill);
-                row[hi_x..].fill(self.fill);
                 let start = p * wi + first;
                 let Some(span) = sp.get(start..start + (n_cols - 1) * mx.stride + 1) else {
                     return false;
                 };
                 gather(span, &mut row[lo..hi_x], mx.stride);
             }
+            // The padding columns of the rows that read the input.
+            let rows_read = (ya - y0) * wo..(yb - y0) * wo;
+            fill_columns(plane, wo, rows_read, (0..lo).chain(hi_x..wo), self.fill);
         }
         true
     }
@@ -714,6 +708,28 @@ impl TypedOp for FastTaps {
     }
 
     as_op!();
+}
+
+/// Writes `fill` into columns `xs` of the rows of `plane` (rows `wo` bytes wide) at bytes
+/// `span`: a column or two of padding, as strided stores (a `fill` per row would be a call
+/// each).
+fn fill_columns(
+    plane: &mut [u8],
+    wo: usize,
+    span: std::ops::Range<usize>,
+    xs: impl Iterator<Item = usize>,
+    fill: u8,
+) {
+    let Some(rows) = plane.get_mut(span) else {
+        return;
+    };
+    for x in xs {
+        let mut i = x;
+        while i < rows.len() {
+            rows[i] = fill;
+            i += wo.max(1);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,22 +1,20 @@
 //! The im2col of a 3×3, stride-1, zero-padded convolution packed straight into tract's K4
-//! panels of 16 lanes (`PackedI8K4 { r: 16 }`: the AVX-512 VNNI kernel's), without the
-//! band's im2col being written first.
+//! panels (`PackedI8K4 { r }`: 16 lanes for the AVX-512 VNNI kernel, 8 for the 64-bit ARM
+//! dot-product kernel), without the band's im2col being written first.
 //!
 //! The im2col's depth `k = 9·C` runs tap by tap (the taps' order, `FastTaps::same_3x3`),
 //! channel by channel within a tap; its lanes are the band's output pixels. Lane `i` of tap
 //! `(dy, dx)` and channel `ch` is the input's byte at `i + y0·w + (dy − 1)·w + dx − 1` of plane
 //! `ch`, or 0 where that falls in the padding: every tap's lanes are one run of the input
 //! plane, shifted, with some lanes masked. With `C` a multiple of 4 every K4 block (4 depths)
-//! is 4 channels of one tap, so a block of a panel is 4 masked 16-byte loads, interleaved.
+//! is 4 channels of one tap, so a block of a panel is 4 masked loads of `r` bytes,
+//! interleaved (AVX-512: masked loads; NEON: plain loads where every lane is inside the
+//! plane, lanes masked after the load or read one by one at the plane's ends).
 //! The bytes are those of [`super::pack::pack`] over the taps [`super::taps::FastTaps`]
 //! writes (tests).
 
-/// Lanes per panel.
-const R: usize = 16;
-
-/// Full panels packed together, so that each row's 64 bytes are read once for them.
-#[cfg(target_arch = "x86_64")]
-const GROUP: usize = 4;
+/// Bytes of each input row read together: a cache line, for `64 / r` panels side by side.
+const LINE: usize = 64;
 
 /// The shape of one band's packing.
 #[derive(Clone, Copy, Debug)]
@@ -31,19 +29,22 @@ pub struct Band {
     pub y0: usize,
     /// See `y0`.
     pub y1: usize,
+    /// Lanes per panel: 8 or 16.
+    pub r: usize,
 }
 
 impl Band {
     /// Bytes of packed panels the band needs.
     pub fn packed_len(&self) -> usize {
         let cols = self.y1.saturating_sub(self.y0) * self.w;
-        cols.div_ceil(R) * 9 * self.c * R
+        cols.div_ceil(self.r) * 9 * self.c * self.r
     }
 
-    /// Whether this band can be packed here: `c` a multiple of 4, rows inside the plane, and
-    /// `src` holding `c` planes.
+    /// Whether this band can be packed here: 8 or 16 lanes, `c` a multiple of 4, rows inside
+    /// the plane, and `src` holding `c` planes.
     fn fits(&self, src: &[u8], out: &[u8]) -> bool {
-        self.c.is_multiple_of(4)
+        matches!(self.r, 8 | 16)
+            && self.c.is_multiple_of(4)
             && self.c > 0
             && self.y0 < self.y1
             && self.y1 <= self.h
@@ -55,20 +56,31 @@ impl Band {
             && out.len() == self.packed_len()
     }
 
-    /// The mask of the lanes of panel `p` that tap `(dy, dx)` reads from the input (bit `m`:
-    /// lane `m`), and the input offset of its lane 0 (may be negative: lanes before the plane
-    /// are masked).
-    fn lanes(&self, p: usize, (dy, dx): (usize, usize)) -> (u16, isize) {
+    /// For each tap `at[t] = (dy, dx)`: the mask of the lanes of panel `p` it reads from the
+    /// input (bit `m`: lane `m`), and the input offset of its lane 0 (may be negative: lanes
+    /// before the plane are masked). One pass over the panel's pixels: a lane's row is
+    /// inside for `dy` when `y + dy − 1` is a row of the plane, its column likewise for `dx`,
+    /// and a tap's mask is the two masks' intersection.
+    fn lanes(&self, p: usize, at: &[(usize, usize); 9]) -> [(u16, isize); 9] {
         let cols = (self.y1 - self.y0) * self.w;
-        let first = self.y0 * self.w + p * R;
-        let mut mask = 0u16;
-        for m in 0..R.min(cols.saturating_sub(p * R)) {
-            let (y, x) = ((first + m) / self.w, (first + m) % self.w);
-            let inside = (1..=self.h).contains(&(y + dy)) && (1..=self.w).contains(&(x + dx));
-            mask |= u16::from(inside) << m;
+        let first = self.y0 * self.w + p * self.r;
+        let (mut y, mut x) = (first / self.w, first % self.w);
+        let (mut rows, mut columns) = ([0u16; 3], [0u16; 3]);
+        for m in 0..self.r.min(cols.saturating_sub(p * self.r)) {
+            for d in 0..3 {
+                rows[d] |= u16::from((1..=self.h).contains(&(y + d))) << m;
+                columns[d] |= u16::from((1..=self.w).contains(&(x + d))) << m;
+            }
+            x += 1;
+            if x == self.w {
+                (x, y) = (0, y + 1);
+            }
         }
-        let shift = (dy as isize - 1) * self.w as isize + dx as isize - 1;
-        (mask, first as isize + shift)
+        at.map(|(dy, dx)| {
+            let mask = rows.get(dy).zip(columns.get(dx)).map_or(0, |(r, c)| r & c);
+            let shift = (dy as isize - 1) * self.w as isize + dx as isize - 1;
+            (mask, first as isize + shift)
+        })
     }
 }
 
@@ -79,14 +91,13 @@ pub fn pack_portable(src: &[u8], at: &[(usize, usize); 9], band: Band, out: &mut
     if !band.fits(src, out) {
         return false;
     }
-    let (n, pl) = (band.h * band.w, 9 * band.c * R);
-    for (p, panel) in out.chunks_exact_mut(pl).enumerate() {
-        for (t, &tap) in at.iter().enumerate() {
-            let (mask, first) = band.lanes(p, tap);
+    let (n, r) = (band.h * band.w, band.r);
+    for (p, panel) in out.chunks_exact_mut(9 * band.c * r).enumerate() {
+        for (t, &(mask, first)) in band.lanes(p, at).iter().enumerate() {
             for ch in 0..band.c {
                 let kk = t * band.c + ch;
-                let block = &mut panel[(kk / 4) * 4 * R..][..4 * R];
-                for m in 0..R {
+                let block = &mut panel[(kk / 4) * 4 * r..][..4 * r];
+                for m in 0..r {
                     let v = if mask >> m & 1 == 1 {
                         src[ch * n + (first + m as isize) as usize]
                     } else {
@@ -100,52 +111,67 @@ pub fn pack_portable(src: &[u8], at: &[(usize, usize); 9], band: Band, out: &mut
     true
 }
 
-/// Packs like [`pack_portable`], with AVX-512 masked loads where the CPU has them
-/// ([`simd_available`]); the same bytes (tests).
+/// Packs like [`pack_portable`], with SIMD where [`simd_for`] says so; the same bytes
+/// (tests).
 pub fn pack(src: &[u8], at: &[(usize, usize); 9], band: Band, out: &mut [u8]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if simd_available() {
-        if !band.fits(src, out) {
-            return false;
+    if !simd_for(band.r) {
+        return pack_portable(src, at, band, out);
+    }
+    if !band.fits(src, out) {
+        return false;
+    }
+    let (r, pl) = (band.r, 9 * band.c * band.r);
+    let group = LINE / r;
+    for (g, run) in out.chunks_mut(group * pl).enumerate() {
+        let panels = run.len() / pl;
+        let mut lanes = [[(0u16, 0isize); 9]; LINE / 8];
+        for (q, per_tap) in lanes.iter_mut().take(panels).enumerate() {
+            *per_tap = band.lanes(g * group + q, at);
         }
-        let pl = 9 * band.c * R;
-        for (g, run) in out.chunks_mut(GROUP * pl).enumerate() {
-            let panels = run.len() / pl;
-            let mut lanes = [[(0u16, 0isize); 9]; GROUP];
-            for (q, per_tap) in lanes.iter_mut().take(panels).enumerate() {
-                for (l, &tap) in per_tap.iter_mut().zip(at) {
-                    *l = band.lanes(g * GROUP + q, tap);
-                }
-            }
-            // SAFETY: the CPU has AVX-512 F, BW and VL (checked above). Reads: every lane
-            // `band.lanes` leaves in a mask is an input pixel of plane `ch` < c, inside
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: the CPU has AVX-512 F, BW and VL and r = 16 (`simd_for`). Reads: every
+            // lane `band.lanes` leaves in a mask is an input pixel of plane `ch` < c, inside
             // `src` (`fits`: c·h·w ≤ src.len()); masked-off lanes are not read. Writes: `run`
             // holds `panels` panels of `pl` = 9·c·16 bytes, each written block by block.
             unsafe { avx512::group(src, band, &lanes[..panels], run) };
         }
-        return true;
+        #[cfg(target_arch = "aarch64")]
+        neon::group(src, band, &lanes[..panels], run);
     }
-    pack_portable(src, at, band, out)
+    true
 }
 
-/// Whether [`pack`] uses its AVX-512 path on this CPU (F, BW, VL: every CPU with AVX-512
-/// VNNI, the kernel these panels are for).
-pub fn simd_available() -> bool {
+/// Whether [`pack`] has a SIMD path for panels of `r` lanes on this CPU: 16 with AVX-512 F,
+/// BW and VL (every CPU with AVX-512 VNNI, the kernel these panels are for); 8 on 64-bit ARM
+/// (NEON, always there; the dot-product kernel's panels).
+pub fn simd_for(r: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        is_x86_feature_detected!("avx512f")
+        r == 16
+            && is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512vl")
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    #[cfg(target_arch = "aarch64")]
+    {
+        r == 8
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = r;
+        false
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{Band, R};
+    use super::Band;
+
+    /// Lanes per panel.
+    const R: usize = 16;
 
     /// Packs the panels of `out` (consecutive, `9·c·16` bytes each), panel `q` reading with
     /// `lanes[q][t]` (mask, input offset of lane 0) for tap `t`; block by block, the group's
@@ -194,6 +220,95 @@ mod avx512 {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::Band;
+
+    /// Lanes per panel.
+    const R: usize = 8;
+
+    /// Packs the panels of `out` (consecutive, `9·c·8` bytes each) like `avx512::group`,
+    /// panel `q` reading with `lanes[q][t]` (mask, input offset of lane 0) for tap `t`; tap
+    /// by tap, panel by panel, its `c / 4` blocks in a row. Where a tap's rows of all `c`
+    /// planes lie inside `src` each row is one load, its masked-off lanes cleared after it
+    /// unless the mask is full; otherwise rows are read lane by lane. Nothing is written when
+    /// `src` or `out` is shorter than the band needs.
+    pub(super) fn group(src: &[u8], band: Band, lanes: &[[(u16, isize); 9]], out: &mut [u8]) {
+        let (n, c) = (band.h * band.w, band.c);
+        let pl = 9 * c * R;
+        let planes = c.checked_mul(n).filter(|&len| c >= 4 && len <= src.len());
+        let panels = lanes.len().checked_mul(pl).filter(|&len| len <= out.len());
+        if planes.is_none() || panels.is_none() {
+            return;
+        }
+        const BITS: [u8; R] = [1, 2, 4, 8, 16, 32, 64, 128];
+        for t in 0..9 {
+            for (q, per_tap) in lanes.iter().enumerate() {
+                let (mask, first) = per_tap[t];
+                let to = &mut out[q * pl + t * c * R..][..c * R];
+                // The first plane's row starts at `f`; the last one's 8 bytes end inside `src`.
+                let whole = usize::try_from(first)
+                    .ok()
+                    .filter(|&f| mask != 0 && f + (c - 1) * n + R <= src.len());
+                let Some(f) = whole else {
+                    for (b, block) in to.chunks_exact_mut(4 * R).enumerate() {
+                        let row =
+                            |j: usize| read_row(src, ((4 * b + j) * n) as isize + first, mask);
+                        let rows = uint8x8x4_t(row(0), row(1), row(2), row(3));
+                        // SAFETY: `block` is 32 bytes long (`chunks_exact_mut`), which is
+                        // what the 4-way interleaving store of four 8-byte vectors writes.
+                        unsafe { vst4_u8(block.as_mut_ptr(), rows) };
+                    }
+                    continue;
+                };
+                let mask = mask as u8;
+                // SAFETY: `BITS` holds the 8 bytes the load reads; the rest is register
+                // arithmetic (NEON is part of every 64-bit ARM CPU).
+                let keep = unsafe { vtst_u8(vdup_n_u8(mask), vld1_u8(BITS.as_ptr())) };
+                for (b, block) in to.chunks_exact_mut(4 * R).enumerate() {
+                    // SAFETY: the 4 rows start at `f + (4b + j)·n` with `4b + j < c`, so each
+                    // one's 8 bytes end by `f + (c − 1)·n + 8 ≤ src.len()` (checked above);
+                    // `block` is the 32 bytes the interleaving store writes.
+                    unsafe {
+                        let at = src.as_ptr().add(f + 4 * b * n);
+                        let mut rows = uint8x8x4_t(
+                            vld1_u8(at),
+                            vld1_u8(at.add(n)),
+                            vld1_u8(at.add(2 * n)),
+                            vld1_u8(at.add(3 * n)),
+                        );
+                        if mask != u8::MAX {
+                            rows.0 = vand_u8(rows.0, keep);
+                            rows.1 = vand_u8(rows.1, keep);
+                            rows.2 = vand_u8(rows.2, keep);
+                            rows.3 = vand_u8(rows.3, keep);
+                        }
+                        vst4_u8(block.as_mut_ptr(), rows);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The 8 lanes of `src` from `start` on, lanes not set in `mask` zero, read one by one
+    /// (bounds-checked).
+    fn read_row(src: &[u8], start: isize, mask: u16) -> uint8x8_t {
+        let mut lanes = [0u8; R];
+        for (m, lane) in lanes.iter_mut().enumerate() {
+            if mask >> m & 1 == 1 {
+                *lane = usize::try_from(start + m as isize)
+                    .ok()
+                    .and_then(|i| src.get(i).copied())
+                    .unwrap_or(0);
+            }
+        }
+        // SAFETY: `lanes` holds the 8 bytes the load reads.
+        unsafe { vld1_u8(lanes.as_ptr()) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,7 +333,7 @@ mod tests {
                 }
             }
         }
-        let layout = Layout::K4 { r: R };
+        let layout = Layout::K4 { r: b.r };
         let mut out = vec![0xEE; layout.panels(cols) * layout.panel_len(k)];
         let s = Source {
             data: &taps,
@@ -259,18 +374,19 @@ mod tests {
         ] {
             let src = noise(c * h * w + 3, (c * 131 + h * 7 + w) as u32);
             for at in [&order, &shuffled] {
-                for (y0, y1) in [(0, h), (0, 1), (h / 2, h), (h - 1, h), (1.min(h - 1), h)] {
+                let bands = [(0, h), (0, 1), (h / 2, h), (h - 1, h), (1.min(h - 1), h)];
+                for ((y0, y1), r) in bands.into_iter().flat_map(|b| [(b, 8), (b, 16)]) {
                     if y0 >= y1 {
                         continue;
                     }
-                    let band = Band { c, h, w, y0, y1 };
+                    let band = Band { c, h, w, y0, y1, r };
                     let want = reference(&src[..c * h * w], at, band);
                     let mut a = vec![0x5A; band.packed_len()];
                     let mut b = vec![0xA5; band.packed_len()];
                     assert!(pack_portable(&src, at, band, &mut a), "{band:?}");
                     assert!(pack(&src, at, band, &mut b), "{band:?}");
                     assert_eq!(a, want, "portable {band:?}");
-                    assert_eq!(b, want, "pack {band:?} (SIMD: {})", simd_available());
+                    assert_eq!(b, want, "pack {band:?} (SIMD: {})", simd_for(r));
                 }
             }
         }
@@ -286,10 +402,21 @@ mod tests {
             w: 3,
             y0: 0,
             y1: 3,
+            r: 8,
         };
-        let mut out = vec![0; good.packed_len()];
-        assert!(pack(&src, &at, good, &mut out));
+        for r in [8, 16] {
+            let good = Band { r, ..good };
+            let mut out = vec![0; good.packed_len()];
+            assert!(pack(&src, &at, good, &mut out));
+            assert!(pack_portable(&src, &at, good, &mut out));
+        }
         for bad in [
+            Band { r: 4, ..good },
+            Band {
+                r: 16,
+                c: 3,
+                ..good
+            },
             Band { c: 3, ..good },
             Band { h: 4, ..good },
             Band { y1: 4, ..good },
