@@ -893,15 +893,14 @@ impl QConvI8 {
         };
         let direct = match (&self.weights, self.b_layout) {
             (Weights::Tract(_), Layout::K4 { r }) if taps_k4::simd_for(r) && direct_3x3() => {
-                Some(r)
+                op_taps
+                    .same_3x3()
+                    .filter(|&(_, c)| 9 * c == k)
+                    .map(|(at, c)| (r, at, c))
             }
             _ => None,
         };
-        let same = direct.and_then(|r| {
-            let (at, c) = op_taps.same_3x3().filter(|&(_, c)| 9 * c == k)?;
-            Some((r, at, c))
-        });
-        if let Some((r, at, c)) = same {
+        if let Some((r, at, c)) = direct {
             let band = taps_k4::Band { c, h, w, y0, y1, r };
             let input = src.get(b * c * n..).unwrap_or_default();
             return Ok(BandSource::Taps3x3(at, band, input));

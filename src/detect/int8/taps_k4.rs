@@ -9,7 +9,7 @@
 //! plane, shifted, with some lanes masked. With `C` a multiple of 4 every K4 block (4 depths)
 //! is 4 channels of one tap, so a block of a panel is 4 masked loads of `r` bytes,
 //! interleaved (AVX-512: masked loads; NEON: plain loads where every lane is inside the
-//! plane, lanes masked after the load or read one by one at the plane's ends).
+//! plane, lanes masked in the register or read one by one at the plane's ends).
 //! The bytes are those of [`super::pack::pack`] over the taps [`super::taps::FastTaps`]
 //! writes (tests).
 
