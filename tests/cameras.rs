@@ -5,6 +5,23 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The machine, as the tests of this file share it. The fairness tests take it alone: with
+/// the file's other daemons running beside them on a 2-core machine, which camera thread the
+/// operating system runs decides the counts, not the detector's desk they test. Every other
+/// test that starts `lookout` shares it.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// The machine alone (a failed test elsewhere does not poison it for the others).
+fn alone() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The machine, shared with the other tests that are not fairness tests.
+fn shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A configuration of `names.len()` cameras, each the bundled clip replayed at 40 fps with a
 /// detection asked for on every frame, each with its own `labels`. The model runs at 320×320
@@ -76,6 +93,7 @@ fn detections(lines: &[String]) -> BTreeMap<String, u64> {
 }
 
 fn fair_share(n: usize) {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let names: Vec<String> = (0..n).map(|i| format!("cam-{i}")).collect();
     let cams: Vec<(&str, &str)> = names.iter().map(|s| (s.as_str(), "[]")).collect();
@@ -124,6 +142,7 @@ fn four_cameras_share_the_detector_fairly_with_one_model() {
 
 #[test]
 fn each_record_names_its_camera_and_each_camera_keeps_its_own_labels() {
+    let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let lines = run(&config(
         dir.path(),
@@ -160,6 +179,7 @@ fn each_record_names_its_camera_and_each_camera_keeps_its_own_labels() {
 
 #[test]
 fn one_camera_without_camera_tables_is_named_by_mqtt_camera() {
+    let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("one.toml");
     std::fs::write(
@@ -297,6 +317,7 @@ fn models_loaded(lines: &[String]) -> usize {
 
 #[test]
 fn a_reload_adds_and_removes_cameras_keeping_the_model() {
+    let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let cfg = looped(dir.path(), &["front", "back"]);
     let mut d = Daemon::start(dir.path(), &cfg);
@@ -352,6 +373,7 @@ fn a_reload_adds_and_removes_cameras_keeping_the_model() {
 
 #[test]
 fn sigterm_with_two_cameras_exits_cleanly_with_each_camera_s_summary() {
+    let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let cfg = looped(dir.path(), &["left", "right"]);
     let mut d = Daemon::start(dir.path(), &cfg);
@@ -376,6 +398,7 @@ fn sigterm_with_two_cameras_exits_cleanly_with_each_camera_s_summary() {
 
 #[test]
 fn a_camera_s_source_that_fails_at_start_is_named_by_its_camera() {
+    let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("bad.toml");
     // /dev/null passes validation (it is there) but can never be a camera.
@@ -403,6 +426,7 @@ fn a_camera_s_source_that_fails_at_start_is_named_by_its_camera() {
 
 #[test]
 fn a_camera_source_without_spec_is_a_configuration_error() {
+    let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("nospec.toml");
     std::fs::write(

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use super::desk::Desk;
+use super::desk::{take_job, Desk};
 use super::hub::{DetResult, Hub};
 use crate::detect::{Detector, RawOutputs};
 use crate::frame::Frame;
@@ -116,8 +116,9 @@ pub(super) fn detect_loop(det: &Detector, hub: &Hub, s: &Settings) {
     }
 }
 
-/// The detector shared by several cameras: waits on the desk, serves the camera whose request
-/// is most overdue (see `desk`), with that camera's settings; returns its thread's CPU time.
+/// The detector shared by several cameras: waits on the desk, serves the camera whose turn
+/// comes next (the waiting camera served least recently, see `desk`), with that camera's
+/// settings; returns its thread's CPU time.
 pub(super) fn shared_detect_loop(
     det: &Detector,
     desk: &Desk,
@@ -132,7 +133,7 @@ pub(super) fn shared_detect_loop(
                 if g.shutdown {
                     return thread_cpu_time();
                 }
-                if let Some(i) = g.most_overdue() {
+                if let Some(i) = g.next_turn() {
                     break i;
                 }
                 g = desk.wait(g, Duration::from_millis(100));
@@ -141,8 +142,7 @@ pub(super) fn shared_detect_loop(
         let (Some(hub), Some(s)) = (hubs.get(index), settings.get(index)) else {
             continue;
         };
-        let job = hub.lock().job.take();
-        if let Some(frame) = job {
+        if let Some(frame) = take_job(hub) {
             let result = bench.detect(det, frame, s);
             deliver(hub, result);
         }

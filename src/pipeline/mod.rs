@@ -99,7 +99,7 @@ pub fn run_with(
 
 /// Runs several cameras at once, each with its own capture and tracker threads, all sharing
 /// the one model of `parts` (built by [`build_cameras`]) through one detector thread that
-/// serves the camera whose request is most overdue. One camera is [`run_with`], unchanged.
+/// serves the waiting camera it served least recently. One camera is [`run_with`], unchanged.
 /// Returns a summary per camera, in the order of `cams`.
 pub fn run_cameras(
     cams: &[Camera],
