@@ -58,26 +58,39 @@ impl Band {
 
     /// For each tap `at[t] = (dy, dx)`: the mask of the lanes of panel `p` it reads from the
     /// input (bit `m`: lane `m`), and the input offset of its lane 0 (may be negative: lanes
-    /// before the plane are masked). One pass over the panel's pixels: a lane's row is
-    /// inside for `dy` when `y + dy − 1` is a row of the plane, its column likewise for `dx`,
-    /// and a tap's mask is the two masks' intersection.
+    /// before the plane are masked). A lane's row is inside for `dy` when `y + dy − 1` is a
+    /// row of the plane, its column likewise for `dx`, and a tap's mask is the two masks'
+    /// intersection. The panel's lanes are taken a row at a time: a run of lanes in one row
+    /// shares the row masks, and of its columns only the row's first (for `dx = 0`) and last
+    /// (for `dx = 2`) can fall outside.
     fn lanes(&self, p: usize, at: &[(usize, usize); 9]) -> [(u16, isize); 9] {
         let cols = (self.y1 - self.y0) * self.w;
         let first = self.y0 * self.w + p * self.r;
         let (mut y, mut x) = (first / self.w, first % self.w);
-        let (mut rows, mut columns) = ([0u16; 3], [0u16; 3]);
-        for m in 0..self.r.min(cols.saturating_sub(p * self.r)) {
-            for d in 0..3 {
-                rows[d] |= u16::from((1..=self.h).contains(&(y + d))) << m;
-                columns[d] |= u16::from((1..=self.w).contains(&(x + d))) << m;
+        let (mut rows, mut columns) = ([0u32; 3], [0u32; 3]);
+        let lanes = self.r.min(cols.saturating_sub(p * self.r));
+        let mut m = 0;
+        while m < lanes {
+            let len = (self.w - x).min(lanes - m);
+            let run = ((1u32 << len) - 1) << m;
+            for (d, mask) in rows.iter_mut().enumerate() {
+                if (1..=self.h).contains(&(y + d)) {
+                    *mask |= run;
+                }
             }
-            x += 1;
-            if x == self.w {
-                (x, y) = (0, y + 1);
-            }
+            columns[0] |= if x == 0 { run & !(1 << m) } else { run };
+            columns[1] |= run;
+            columns[2] |= if x + len == self.w {
+                run & !(1 << (m + len - 1))
+            } else {
+                run
+            };
+            m += len;
+            (x, y) = (0, y + 1);
         }
         at.map(|(dy, dx)| {
-            let mask = rows.get(dy).zip(columns.get(dx)).map_or(0, |(r, c)| r & c);
+            // At most 16 lanes: the masks fit u16.
+            let mask = rows.get(dy).zip(columns.get(dx)).map_or(0, |(r, c)| r & c) as u16;
             let shift = (dy as isize - 1) * self.w as isize + dx as isize - 1;
             (mask, first as isize + shift)
         })
@@ -252,10 +265,19 @@ mod neon {
                 let whole = usize::try_from(first)
                     .ok()
                     .filter(|&f| mask != 0 && f + (c - 1) * n + R <= src.len());
+                if mask == 0 {
+                    // The tap reads only padding here (a row above or below the plane).
+                    to.fill(0);
+                    continue;
+                }
+                // SAFETY: `BITS` holds the 8 bytes the load reads; the rest is register
+                // arithmetic (NEON is part of every 64-bit ARM CPU).
+                let keep = unsafe { vtst_u8(vdup_n_u8(mask as u8), vld1_u8(BITS.as_ptr())) };
                 let Some(f) = whole else {
                     for (b, block) in to.chunks_exact_mut(4 * R).enumerate() {
-                        let row =
-                            |j: usize| read_row(src, ((4 * b + j) * n) as isize + first, mask);
+                        let row = |j: usize| {
+                            read_row(src, ((4 * b + j) * n) as isize + first, mask, keep)
+                        };
                         let rows = uint8x8x4_t(row(0), row(1), row(2), row(3));
                         // SAFETY: `block` is 32 bytes long (`chunks_exact_mut`), which is
                         // what the 4-way interleaving store of four 8-byte vectors writes.
@@ -264,9 +286,6 @@ mod neon {
                     continue;
                 };
                 let mask = mask as u8;
-                // SAFETY: `BITS` holds the 8 bytes the load reads; the rest is register
-                // arithmetic (NEON is part of every 64-bit ARM CPU).
-                let keep = unsafe { vtst_u8(vdup_n_u8(mask), vld1_u8(BITS.as_ptr())) };
                 for (b, block) in to.chunks_exact_mut(4 * R).enumerate() {
                     // SAFETY: the 4 rows start at `f + (4b + j)·n` with `4b + j < c`, so each
                     // one's 8 bytes end by `f + (c − 1)·n + 8 ≤ src.len()` (checked above);
@@ -292,20 +311,37 @@ mod neon {
         }
     }
 
-    /// The 8 lanes of `src` from `start` on, lanes not set in `mask` zero, read one by one
-    /// (bounds-checked).
-    fn read_row(src: &[u8], start: isize, mask: u16) -> uint8x8_t {
-        let mut lanes = [0u8; R];
-        for (m, lane) in lanes.iter_mut().enumerate() {
-            if mask >> m & 1 == 1 {
-                *lane = usize::try_from(start + m as isize)
-                    .ok()
-                    .and_then(|i| src.get(i).copied())
-                    .unwrap_or(0);
+    /// The 8 lanes of `src` from `start` on, lanes not set in `mask` (`keep`: the same mask
+    /// as a byte per lane) zero, for a row that reaches before or past `src` (its lanes
+    /// outside `src` are masked). One load of the 8 bytes of `src` nearest the row, its lanes
+    /// moved into place by a table lookup (an index outside the 8 loaded bytes gives 0), then
+    /// masked; lane by lane, bounds-checked, when `src` is shorter than 8 bytes.
+    fn read_row(src: &[u8], start: isize, mask: u16, keep: uint8x8_t) -> uint8x8_t {
+        let Some(last) = src.len().checked_sub(R) else {
+            let mut lanes = [0u8; R];
+            for (m, lane) in lanes.iter_mut().enumerate() {
+                if mask >> m & 1 == 1 {
+                    *lane = usize::try_from(start + m as isize)
+                        .ok()
+                        .and_then(|i| src.get(i).copied())
+                        .unwrap_or(0);
+                }
             }
+            // SAFETY: `lanes` holds the 8 bytes the load reads.
+            return unsafe { vld1_u8(lanes.as_ptr()) };
+        };
+        let at = start.clamp(0, last as isize);
+        const IOTA: [u8; R] = [0, 1, 2, 3, 4, 5, 6, 7];
+        // Lane m of the row is byte `m + start − at` of the load; for the lanes `mask` keeps
+        // (inside `src`) that is 0..8, the others are cleared whatever the lookup gave.
+        let shift = (start - at) as u8;
+        // SAFETY: `at` ≤ `src.len()` − 8, so the load's 8 bytes are inside `src`; `IOTA`
+        // holds the 8 bytes its load reads; the rest is register arithmetic.
+        unsafe {
+            let bytes = vld1_u8(src.as_ptr().add(at as usize));
+            let index = vadd_u8(vld1_u8(IOTA.as_ptr()), vdup_n_u8(shift));
+            vand_u8(vtbl1_u8(bytes, index), keep)
         }
-        // SAFETY: `lanes` holds the 8 bytes the load reads.
-        unsafe { vld1_u8(lanes.as_ptr()) }
     }
 }
 
@@ -387,6 +423,58 @@ mod tests {
                     assert!(pack(&src, at, band, &mut b), "{band:?}");
                     assert_eq!(a, want, "portable {band:?}");
                     assert_eq!(b, want, "pack {band:?} (SIMD: {})", simd_for(r));
+                    // Nothing after the planes: the rows at the input's end are read there.
+                    let mut e = vec![0xA5; band.packed_len()];
+                    assert!(pack(&src[..c * h * w], at, band, &mut e), "{band:?}");
+                    assert_eq!(e, want, "pack, input without slack {band:?}");
+                }
+            }
+        }
+    }
+
+    /// [`Band::lanes`] lane by lane: each lane's row and column checked on its own.
+    fn lanes_one_by_one(b: &Band, p: usize, at: &[(usize, usize); 9]) -> [(u16, isize); 9] {
+        let cols = (b.y1 - b.y0) * b.w;
+        let first = b.y0 * b.w + p * b.r;
+        at.map(|(dy, dx)| {
+            let mut mask = 0u16;
+            for m in 0..b.r.min(cols.saturating_sub(p * b.r)) {
+                let (y, x) = ((first + m) / b.w, (first + m) % b.w);
+                if (1..=b.h).contains(&(y + dy)) && (1..=b.w).contains(&(x + dx)) {
+                    mask |= 1 << m;
+                }
+            }
+            let shift = (dy as isize - 1) * b.w as isize + dx as isize - 1;
+            (mask, first as isize + shift)
+        })
+    }
+
+    #[test]
+    fn lanes_by_rows_equal_lanes_one_by_one() {
+        let at: [(usize, usize); 9] = std::array::from_fn(|t| (t / 3, t % 3));
+        for r in [8, 16] {
+            for w in 1usize..=20 {
+                for h in 1usize..=5 {
+                    for (y0, y1) in [(0, h), (h / 2, h), (0, h.div_ceil(2))] {
+                        if y0 >= y1 {
+                            continue;
+                        }
+                        let b = Band {
+                            c: 4,
+                            h,
+                            w,
+                            y0,
+                            y1,
+                            r,
+                        };
+                        for p in 0..((y1 - y0) * w).div_ceil(r) {
+                            assert_eq!(
+                                b.lanes(p, &at),
+                                lanes_one_by_one(&b, p, &at),
+                                "{b:?}, panel {p}"
+                            );
+                        }
+                    }
                 }
             }
         }
