@@ -133,21 +133,10 @@ impl DetectorSlot for CameraSlot<'_> {
     }
 }
 
-/// The detector takes a camera's job (if a request still holds one) and marks the camera busy
-/// until the result is delivered, so its run does not end while a frame is in work even when
-/// the previous result's delivery cleared the mark with this frame waiting.
-pub(super) fn take_job(hub: &Hub) -> Option<Frame> {
-    let mut g = hub.lock();
-    let job = g.job.take();
-    if job.is_some() {
-        g.detector_busy = true;
-    }
-    job
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::detection::take_job;
 
     #[test]
     fn the_camera_served_least_recently_goes_first_and_each_request_once() {

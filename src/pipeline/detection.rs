@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use super::desk::{take_job, Desk};
+use super::desk::Desk;
 use super::hub::{DetResult, Hub};
 use crate::detect::{Detector, RawOutputs};
 use crate::frame::Frame;
@@ -92,6 +92,18 @@ fn deliver(hub: &Hub, result: DetResult) {
     g.detector_busy = false;
     drop(g);
     hub.cv.notify_all();
+}
+
+/// The detector takes a camera's job (if a request still holds one) and marks the camera busy
+/// until the result is delivered, so its run does not end while a frame is in work even when
+/// the previous result's delivery cleared the mark with this frame waiting.
+pub(super) fn take_job(hub: &Hub) -> Option<Frame> {
+    let mut g = hub.lock();
+    let job = g.job.take();
+    if job.is_some() {
+        g.detector_busy = true;
+    }
+    job
 }
 
 /// One camera's detector: waits on the camera's hub for a job.

@@ -198,7 +198,7 @@ pub fn max_pool(
                 if sw == 2 {
                     // Even elements: de-interleaving loads (the bytes' order is all a
                     // gather sees, so signed bytes go through as they are).
-                    let span = &from[..(2 * cols.len() - 1).min(from.len())];
+                    let span = &from[..(2 * cols.len()).saturating_sub(1).min(from.len())];
                     gather(
                         bytemuck::cast_slice(span),
                         bytemuck::cast_slice_mut(cols),
