@@ -58,16 +58,12 @@ pub fn lookup_in_place(buf: &mut [u8], table: &[u8; 256]) {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let n = if vbmi::available() {
-            buf.len() / 64 * 64
-        } else {
-            0
-        };
+        let n = if vbmi::available() { buf.len() } else { 0 };
         let ptr = buf.as_mut_ptr();
         if n > 0 {
             // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n` is 0 otherwise, and the
             // function is not entered, as its first instructions are AVX-512 ones); `ptr` is
-            // valid for reads and writes of `n` ≤ `buf.len()` bytes; each 64-byte block is
+            // valid for reads and writes of `n` = `buf.len()` bytes; each 64-byte block is
             // read before it is written.
             unsafe { vbmi::lookup(ptr, ptr, n, table) };
         }
@@ -90,7 +86,7 @@ pub fn lookup_into(src: &[u8], dst: &mut [u8], table: &[u8; 256]) {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let n = if vbmi::available() { len / 64 * 64 } else { 0 };
+        let n = if vbmi::available() { len } else { 0 };
         if n > 0 {
             // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked: `n` is 0 otherwise, and the
             // function is not entered); both pointers are valid for `n` ≤ `len` bytes, `src`
@@ -171,9 +167,9 @@ mod vbmi {
             && is_x86_feature_detected!("avx512vbmi")
     }
 
-    /// Looks `n` bytes (a multiple of 64) from `src` up in `table` into `dst`: two
-    /// `vpermi2b` over the table's halves (each answers an index's low 7 bits), then a blend
-    /// by the index's top bit.
+    /// Looks `n` bytes from `src` up in `table` into `dst`: two `vpermi2b` over the table's
+    /// halves (each answers an index's low 7 bits), then a blend by the index's top bit; the
+    /// last `n % 64` bytes by a masked load and store.
     ///
     /// # Safety
     /// The CPU must have AVX-512 F, BW and VBMI ([`available`]); `src` must be valid for reads
@@ -182,7 +178,9 @@ mod vbmi {
     pub unsafe fn lookup(src: *const u8, dst: *mut u8, n: usize, table: &[u8; 256]) {
         // SAFETY: the table loads read 4 × 64 bytes of the 256-byte table; the block loads
         // and stores stay within the `n` bytes the caller vouches for, each block loaded
-        // before it is stored; unaligned loads and stores.
+        // before it is stored; the tail's masked load and store touch only the `n % 64`
+        // bytes left (masked-off bytes are neither read nor written, and do not fault);
+        // unaligned loads and stores.
         unsafe {
             let t = table.as_ptr() as *const __m512i;
             let (t0, t1, t2, t3) = (
@@ -199,6 +197,14 @@ mod vbmi {
                 let r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi);
                 _mm512_storeu_si512(dst.add(i) as *mut __m512i, r);
                 i += 64;
+            }
+            if i < n {
+                let mask: __mmask64 = (1u64 << (n - i)) - 1;
+                let x = _mm512_maskz_loadu_epi8(mask, src.add(i) as *const i8);
+                let lo = _mm512_permutex2var_epi8(t0, x, t1);
+                let hi = _mm512_permutex2var_epi8(t2, x, t3);
+                let r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi);
+                _mm512_mask_storeu_epi8(dst.add(i) as *mut i8, mask, r);
             }
         }
     }

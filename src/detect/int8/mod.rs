@@ -57,6 +57,7 @@ pub mod taps_k4;
 pub mod taps_pack;
 pub(crate) mod tensors;
 pub mod upsample_add;
+pub mod wide;
 pub mod winograd;
 
 use rewrite::replace_reading;

@@ -159,7 +159,9 @@ impl Innermost {
     }
 
     /// Resamples each row of `len_in` values of `input` into a row of `output`, as tract's
-    /// `resample_axis` would along the innermost axis.
+    /// `resample_axis` would along the innermost axis. Inlined (into the upsample-add's
+    /// planes, which [`super::wide::run`] compiles with AVX2).
+    #[inline(always)]
     pub(super) fn rows(&self, input: &[f32], output: &mut [f32]) {
         let (len_in, len_out, taps) = (self.len_in, self.taps.len(), &self.taps[..]);
         if len_in == 0 || len_out == 0 {

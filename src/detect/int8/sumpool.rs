@@ -176,11 +176,25 @@ impl FastSumPool {
                     let geometry = ([h, w], [oh, ow], [kh, kw], [sy, sx]);
                     match src {
                         Values::Float(v) => v.get(planes).is_some_and(|planes| {
-                            sum_planes(planes, |x| x, dst, geometry, div);
+                            super::wide::run(
+                                #[inline(always)]
+                                || sum_planes(planes, |x| x, dst, geometry, div),
+                            );
                             true
                         }),
                         Values::Int8(v, table) => v.get(planes).is_some_and(|planes| {
-                            sum_planes(planes, |x| table[x as u8 as usize], dst, geometry, div);
+                            super::wide::run(
+                                #[inline(always)]
+                                || {
+                                    sum_planes(
+                                        planes,
+                                        |x| table[x as u8 as usize],
+                                        dst,
+                                        geometry,
+                                        div,
+                                    )
+                                },
+                            );
                             true
                         }),
                     }
@@ -530,6 +544,61 @@ mod tests {
             }
         }
         assert_eq!(checked, 10);
+    }
+
+    /// The loops as [`super::super::wide::run`] compiles them (with AVX2 on an x86_64 CPU that
+    /// has it) against their baseline twin: the same bits, from float and int8 planes, at the
+    /// shipped 2×2/2 windows and the general ones, with and without the division.
+    #[test]
+    fn wide_and_portable_sums_are_the_same_bits() {
+        use super::super::wide;
+        let table: [f32; 256] = std::array::from_fn(|i| (i as u8 as i8 as f32 - 3.0) * 0.0071);
+        for ([h, w], [kh, kw], [sy, sx]) in [
+            ([52usize, 52usize], [2usize, 2usize], [2usize, 2usize]),
+            ([7, 9], [2, 2], [2, 2]),
+            ([9, 11], [2, 2], [1, 2]),
+            ([9, 6], [3, 2], [2, 1]),
+        ] {
+            let (oh, ow) = ((h - kh) / sy + 1, (w - kw) / sx + 1);
+            let planes = 3;
+            let floats: Vec<f32> = (0..planes * h * w)
+                .map(|i| match i % 7 {
+                    0 => -0.0,
+                    1 => 1e8 + i as f32,
+                    _ => (i as f32 * 0.37).sin() * 3.1,
+                })
+                .collect();
+            let bytes: Vec<i8> = (0..planes * h * w)
+                .map(|i| (i * 37 % 256) as u8 as i8)
+                .collect();
+            let geometry = ([h, w], [oh, ow], [kh, kw], [sy, sx]);
+            for div in [None, Some(0.25f32)] {
+                let mut a = vec![0f32; planes * oh * ow];
+                let mut b = a.clone();
+                wide::run(
+                    #[inline(always)]
+                    || sum_planes(&floats, |x| x, &mut a, geometry, div),
+                );
+                wide::portable(|| sum_planes(&floats, |x| x, &mut b, geometry, div));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&a),
+                    bits(&b),
+                    "float {h}x{w} {kh}x{kw}/{sy},{sx} {div:?}"
+                );
+                let value = |x: i8| table[x as u8 as usize];
+                wide::run(
+                    #[inline(always)]
+                    || sum_planes(&bytes, value, &mut a, geometry, div),
+                );
+                wide::portable(|| sum_planes(&bytes, value, &mut b, geometry, div));
+                assert_eq!(
+                    bits(&a),
+                    bits(&b),
+                    "int8 {h}x{w} {kh}x{kw}/{sy},{sx} {div:?}"
+                );
+            }
+        }
     }
 
     /// Reading int8 through the dequantization's table: the bits of tract's dequantize then

@@ -280,7 +280,9 @@ impl FastUpsampleAdd {
 
     /// Computes the output planes `first_plane ..` that fill `dst` (whole planes of `h_out ·
     /// w_out`), writing each through `store(sums, plane)`; false when an input is too short.
-    /// A plane's floats stay in two scratch buffers of at most a few tens of KB.
+    /// A plane's floats stay in two scratch buffers of at most a few tens of KB. Inlined
+    /// whole (down to the row loops), so that [`super::wide::run`] compiles it with AVX2.
+    #[inline(always)]
     fn planes<T>(
         &self,
         inputs: (&Source, &Source),
@@ -350,6 +352,7 @@ impl<'a> Source<'a> {
     }
 
     /// `acc[i] += w · value(at + i)` (the value dequantized first); false when out of range.
+    #[inline(always)]
     fn accumulate(&self, at: usize, w: f32, acc: &mut [f32]) -> bool {
         let n = acc.len();
         match self {
@@ -369,6 +372,7 @@ impl<'a> Source<'a> {
     }
 
     /// `row[i] += value(at + i)` (the value dequantized first); false when out of range.
+    #[inline(always)]
     fn add_to(&self, at: usize, row: &mut [f32]) -> bool {
         let n = row.len();
         match self {
@@ -389,6 +393,7 @@ impl<'a> Source<'a> {
 }
 
 /// tract's `DequantizeLinearF32` of one value: `(q − zero_point) as f32 · scale`.
+#[inline(always)]
 fn dequantize(q: i8, scale: f32, zero_point: i32) -> f32 {
     (q as i32 - zero_point) as f32 * scale
 }
@@ -431,9 +436,14 @@ impl EvalOp for FastUpsampleAdd {
                 f32::datum_type(),
                 |out: &mut [f32]| {
                     super::par::for_chunks(out, plane, |first, dst| {
-                        self.planes(sources, &plans, first / plane, dst, |s, d| {
-                            d.copy_from_slice(s)
-                        })
+                        super::wide::run(
+                            #[inline(always)]
+                            || {
+                                self.planes(sources, &plans, first / plane, dst, |s, d| {
+                                    d.copy_from_slice(s)
+                                })
+                            },
+                        )
                     })
                 },
             )?,
@@ -445,9 +455,14 @@ impl EvalOp for FastUpsampleAdd {
                 let multiplier = f32::from_bits(multiplier_bits);
                 super::tensors::tensor_filled(ctx, &shape, dt, |out: &mut [i8]| {
                     super::par::for_chunks(out, plane, |first, dst| {
-                        self.planes(sources, &plans, first / plane, dst, |s, d| {
-                            quantize(s, d, multiplier, zero_point)
-                        })
+                        super::wide::run(
+                            #[inline(always)]
+                            || {
+                                self.planes(sources, &plans, first / plane, dst, |s, d| {
+                                    quantize(s, d, multiplier, zero_point)
+                                })
+                            },
+                        )
                     })
                 })?
             }
@@ -561,19 +576,78 @@ mod tests {
         }
     }
 
+    /// The shipped graphs' resize: linear, half-pixel, scales from input 1.
+    fn linear_half_pixel() -> Resize {
+        Resize {
+            coord_transformer: CoordTransformer::HalfPixel,
+            interpolator: Interpolator::Linear,
+            nearest: Nearest::Floor,
+            optional_scales_input: Some(1),
+            optional_sizes_input: None,
+        }
+    }
+
+    /// The planes as [`super::super::wide::run`] compiles them (with AVX2 on an x86_64 CPU
+    /// that has it) against their baseline twin: the same bits, int8 and float resized
+    /// inputs, float and int8 outputs, the shipped 26×26 → 52×52 and an odd size.
+    #[test]
+    fn wide_and_portable_planes_are_the_same_bits() {
+        use super::super::wide;
+        let resize = linear_half_pixel();
+        for shape in [[1usize, 5, 26, 26], [1, 3, 7, 9]] {
+            let hw = [shape[2] * 2, shape[3] * 2];
+            let (nx, ny) = (shape.iter().product::<usize>(), shape[1] * hw[0] * hw[1]);
+            let xq = Tensor::from_shape(&shape, &random_i8(nx, 5)).unwrap();
+            let xf: Vec<f32> = random_i8(nx, 6).iter().map(|&q| q as f32 * 0.013).collect();
+            let xf = Tensor::from_shape(&shape, &xf).unwrap();
+            let yq = Tensor::from_shape(&[1, shape[1], hw[0], hw[1]], &random_i8(ny, 8)).unwrap();
+            let y = Operand::Int8 {
+                scale_bits: 0.0051f32.to_bits(),
+                zero_point: 2,
+            };
+            let x_int8 = Operand::Int8 {
+                scale_bits: 0.0079f32.to_bits(),
+                zero_point: -1,
+            };
+            for (x, how) in [(&xq, x_int8), (&xf, Operand::Float)] {
+                let op =
+                    FastUpsampleAdd::new(&resize, [2.0, 2.0], &shape, hw, (how, y), Output::Float)
+                        .expect("a plan it computes");
+                let plans = op.plans().expect("plans");
+                let sources = (&Source::new(x, how).unwrap(), &Source::new(&yq, y).unwrap());
+                let mut a = vec![0f32; ny];
+                let mut b = a.clone();
+                let copy = |s: &[f32], d: &mut [f32]| d.copy_from_slice(s);
+                assert!(wide::run(
+                    #[inline(always)]
+                    || op.planes(sources, &plans, 0, &mut a, copy)
+                ));
+                assert!(wide::portable(
+                    || op.planes(sources, &plans, 0, &mut b, copy)
+                ));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "{shape:?} {how:?}, float out");
+                let quant = |s: &[f32], d: &mut [i8]| quantize(s, d, 1.0 / 0.0054, 1);
+                let (mut qa, mut qb) = (vec![0i8; ny], vec![0i8; ny]);
+                assert!(wide::run(
+                    #[inline(always)]
+                    || op.planes(sources, &plans, 0, &mut qa, quant)
+                ));
+                assert!(wide::portable(
+                    || op.planes(sources, &plans, 0, &mut qb, quant)
+                ));
+                assert_eq!(qa, qb, "{shape:?} {how:?}, int8 out");
+            }
+        }
+    }
+
     /// Byte-for-byte against tract's own ops, on random int8 inputs: odd and even sizes, one
     /// and several channels, the shipped shapes, scales and zero points (some clamping the
     /// output), int8 and float resized inputs, both operand orders, float and int8 outputs,
     /// on one thread and two.
     #[test]
     fn equals_tract_chain_byte_for_byte() {
-        let resize = Resize {
-            coord_transformer: CoordTransformer::HalfPixel,
-            interpolator: Interpolator::Linear,
-            nearest: Nearest::Floor,
-            optional_scales_input: Some(1),
-            optional_sizes_input: None,
-        };
+        let resize = linear_half_pixel();
         let scales = Tensor::from_shape(&[4], &[1f32, 1.0, 2.0, 2.0]).unwrap();
         let mut checked = 0;
         for threads in [1usize, 2] {
