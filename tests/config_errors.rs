@@ -123,6 +123,7 @@ const CASES: &[Case] = &[
     case("unknown key in [events]", "[events]\nmin_scor = 0.5\n", "events.min_scor", Some(2), "unknown field"),
     case("unknown event label", "[events]\nlabels = [\"person\", \"unicorn\"]\n", "events.labels[1]", Some(2), "unicorn"),
     case("event min_score above 1", "[events]\nmin_score = 1.5\n", "events.min_score", Some(2), "got 1.5"),
+    case("event min_score_moving negative", "[events]\nmin_score = 0.5\nmin_score_moving = -0.2\n", "events.min_score_moving", Some(3), "got -0.2"),
     case("event min_detections zero", "[events]\nmin_detections = 0\n", "events.min_detections", Some(2), "got 0"),
     case("event rejoin_seconds NaN", "[events]\nrejoin_seconds = nan\n", "events.rejoin_seconds", Some(2), "NaN"),
     case("min_height of an unknown label", "[events.min_height]\npersn = 30\n", "events.min_height.persn", Some(2), "persn"),

@@ -29,6 +29,10 @@ pub struct EventsConfig {
     pub labels: Vec<String>,
     /// A track becomes an event only when the median score of its detections reaches this.
     pub min_score: f32,
+    /// ... or reaches this lower median once its object has walked at least one of its own
+    /// box heights from where it was first seen (small, distant people score lower than near
+    /// ones; a phantom on a cone or a sign stays put). Equal to `min_score` (or 1): off.
+    pub min_score_moving: f32,
     /// ... and it was matched by at least this many detections (the first one included).
     pub min_detections: u32,
     /// ... and it has been tracked for at least this many seconds.
@@ -53,6 +57,7 @@ impl Default for EventsConfig {
         EventsConfig {
             labels: DEFAULT_LABELS.iter().map(|s| s.to_string()).collect(),
             min_score: 0.5,
+            min_score_moving: 0.4,
             min_detections: 2,
             min_seconds: 0.0,
             min_height: BTreeMap::new(),
@@ -90,6 +95,8 @@ pub struct Rules {
     pub classes: Vec<usize>,
     /// Median detection score needed.
     pub min_score: f32,
+    /// Median detection score needed once the object has moved a box height.
+    pub min_score_moving: f32,
     /// Detections needed.
     pub min_detections: u32,
     /// Seconds tracked needed.
@@ -132,6 +139,13 @@ impl Rules {
             }
         };
         range("min_score", cfg.min_score.into(), 0.0, 1.0, &mut problems);
+        range(
+            "min_score_moving",
+            cfg.min_score_moving.into(),
+            0.0,
+            1.0,
+            &mut problems,
+        );
         range(
             "min_detections",
             cfg.min_detections.into(),
@@ -178,6 +192,7 @@ impl Rules {
         Ok(Rules {
             classes,
             min_score: cfg.min_score,
+            min_score_moving: cfg.min_score_moving,
             min_detections: cfg.min_detections,
             min_seconds: cfg.min_seconds,
             min_height,
@@ -267,7 +282,7 @@ mod tests {
     #[test]
     fn every_bad_key_is_named() {
         let cfg: EventsConfig = toml::from_str(
-            "labels = [\"person\", \"unicorn\"]\nmin_score = 1.5\nzones = [\"drive\"]\nmasks = [[[0.0, 0.0], [1.0, 1.0]]]\n[min_height]\nperson = -3\n",
+            "labels = [\"person\", \"unicorn\"]\nmin_score = 1.5\nmin_score_moving = -0.1\nzones = [\"drive\"]\nmasks = [[[0.0, 0.0], [1.0, 1.0]]]\n[min_height]\nperson = -3\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let zones: ZonesConfig = toml::from_str("lawn = [[0.0, 0.0], [0.5, 0.0], [0.5, 2.0]]\n")
@@ -281,6 +296,7 @@ mod tests {
         for k in [
             "events.labels[1]",
             "events.min_score",
+            "events.min_score_moving",
             "events.min_height.person",
             "events.masks[0]",
             "zones.lawn",

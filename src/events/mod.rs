@@ -1,6 +1,7 @@
 //! Events: the objects lookout announces. A confirmed track is still only a guess of the
 //! model's; it becomes an **event** once it is a true positive by the rules of `[events]`:
-//! a label worth telling about, a median detection score high enough over enough detections,
+//! a label worth telling about, a median detection score high enough over enough detections
+//! (a lower one for an object that has moved: distant walkers score low, phantoms stay put),
 //! big enough, not standing in a mask, and inside a required zone if any are named.
 //!
 //! One real object should be one event, even when the tracker splits it: when an event's track
@@ -59,6 +60,9 @@ const LOOK_MAX_COVERED: f32 = 0.2;
 const REJOIN_NOT_BEFORE: Duration = Duration::from_secs(2);
 /// The lost track's velocity is followed for at most this many frames (beyond, it is a guess).
 const REJOIN_PREDICT_FRAMES: f32 = 10.0;
+/// A track whose box's bottom centre is this many of its box heights from where it was first
+/// seen has moved: `min_score_moving` is enough for it.
+const MOVED_HEIGHTS: f32 = 1.0;
 
 /// An event as reported.
 #[derive(Clone, Debug, PartialEq)]
@@ -107,6 +111,8 @@ struct Candidate {
     scores: Vec<f32>,
     /// The event this track carries.
     event: Option<u64>,
+    /// Where its object stood when first seen (bottom centre of the box, frame pixels).
+    first_foot: (f32, f32),
     /// What its object looks like (learnt on detections).
     look: Option<Appearance>,
 }
@@ -259,6 +265,7 @@ impl Events {
                     hits: 0,
                     scores: Vec::new(),
                     event: None,
+                    first_foot: foot_px(&t.bbox),
                     look: None,
                 });
                 self.candidates.len() - 1
@@ -421,7 +428,7 @@ impl Events {
         let r = &self.rules;
         r.allows(t.class_id)
             && t.hits >= r.min_detections
-            && median(&c.scores) >= r.min_score
+            && scored(r, c, t)
             && at.saturating_sub(c.first_at).as_secs_f64() >= r.min_seconds
             && t.bbox.height() >= r.min_height_of(t.class_id)
             && !masked(r, &t.bbox, size)
@@ -458,6 +465,23 @@ impl Events {
     }
 }
 
+/// Whether track `t`'s detection scores are high enough: a median of `min_score`, or of
+/// `min_score_moving` once its object has moved [`MOVED_HEIGHTS`] box heights.
+fn scored(r: &Rules, c: &Candidate, t: &Track) -> bool {
+    let m = median(&c.scores);
+    if m >= r.min_score {
+        return true;
+    }
+    let (x, y) = foot_px(&t.bbox);
+    let moved = (x - c.first_foot.0).hypot(y - c.first_foot.1);
+    m >= r.min_score_moving && moved >= MOVED_HEIGHTS * t.bbox.height().max(1.0)
+}
+
+/// Where an object stands in frame pixels: the bottom centre of its box.
+fn foot_px(b: &BBox) -> (f32, f32) {
+    (b.center().0, b.y1)
+}
+
 /// Whether track `t`'s box is partly covered by another of `tracks` (its look would mix two
 /// objects).
 fn covered(t: &Track, tracks: &[Track]) -> bool {
@@ -491,8 +515,8 @@ fn median(v: &[f32]) -> f32 {
 /// Where an object stands: the bottom centre of its box, in frame fractions.
 fn foot(b: &BBox, size: (u32, u32)) -> (f32, f32) {
     let (w, h) = (size.0.max(1) as f32, size.1.max(1) as f32);
-    let (cx, _) = b.center();
-    ((cx / w).clamp(0.0, 1.0), (b.y1 / h).clamp(0.0, 1.0))
+    let (x, y) = foot_px(b);
+    ((x / w).clamp(0.0, 1.0), (y / h).clamp(0.0, 1.0))
 }
 
 fn masked(r: &Rules, b: &BBox, size: (u32, u32)) -> bool {
@@ -606,7 +630,8 @@ mod tests {
         let mut ev = events(EventsConfig::default(), ZonesConfig::new());
         let sky = BBox::new(0.0, 1.0, 561.0, 237.0);
         for k in 0..50u32 {
-            // An airplane is not a default label; a person scoring 0.4 is below min_score.
+            // An airplane is not a default label; a person scoring 0.4 that stays put is below
+            // min_score.
             let plane = track(1, 4, 0.9, k + 1, sky);
             let weak = track(2, 0, 0.4, k + 1, BBox::new(300.0, 300.0, 330.0, 380.0));
             ev.update(u64::from(k), at(u64::from(k)), SIZE, &[plane, weak], &[]);
@@ -625,6 +650,53 @@ mod tests {
             ev.update(k as u64 * 5, at(k as u64 * 5), SIZE, &[t], &[]);
         }
         assert_eq!(ev.started(), 0);
+    }
+
+    #[test]
+    fn a_distant_walker_scoring_under_min_score_becomes_an_event_once_it_has_moved() {
+        // A 40-px person at 0.42 walks 5 px per detection: one box height after 8 rounds.
+        let walker = |k: u32, x: f32| track(1, 0, 0.42, k + 1, BBox::new(x, 50.0, x + 16.0, 90.0));
+        let run = |cfg: EventsConfig| {
+            let mut ev = events(cfg, ZonesConfig::new());
+            let mut first = None;
+            for k in 0..20u32 {
+                let x = 100.0 + 5.0 * k as f32;
+                ev.update(
+                    u64::from(k) * 5,
+                    at(u64::from(k) * 5),
+                    SIZE,
+                    &[walker(k, x)],
+                    &[],
+                );
+                if first.is_none() && !starts(&ev.drain()).is_empty() {
+                    first = Some(k);
+                }
+            }
+            first
+        };
+        assert_eq!(
+            run(EventsConfig::default()),
+            Some(8),
+            "40 px moved at round 8"
+        );
+        let off = EventsConfig {
+            min_score_moving: 0.5,
+            ..EventsConfig::default()
+        };
+        assert_eq!(
+            run(off),
+            None,
+            "min_score_moving = min_score: the plain rule alone"
+        );
+        let lower = EventsConfig {
+            min_score_moving: 0.45,
+            ..EventsConfig::default()
+        };
+        assert_eq!(
+            run(lower),
+            None,
+            "0.42 is under a 0.45 floor however far it walks"
+        );
     }
 
     #[test]
