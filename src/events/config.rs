@@ -29,9 +29,10 @@ pub struct EventsConfig {
     pub labels: Vec<String>,
     /// A track becomes an event only when the median score of its detections reaches this.
     pub min_score: f32,
-    /// ... or reaches this lower median once its object has walked at least one of its own
-    /// box heights from where it was first seen (small, distant people score lower than near
-    /// ones; a phantom on a cone or a sign stays put). Equal to `min_score` (or 1): off.
+    /// ... or reaches this lower median once its object has walked at least one box height
+    /// (the taller of its first box and its box now) from where it was first seen (small,
+    /// distant people score lower than near ones; a phantom on a cone or a sign stays put).
+    /// Equal to `min_score` (or 1): off.
     pub min_score_moving: f32,
     /// ... and it was matched by at least this many detections (the first one included).
     pub min_detections: u32,

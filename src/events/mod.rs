@@ -60,8 +60,9 @@ const LOOK_MAX_COVERED: f32 = 0.2;
 const REJOIN_NOT_BEFORE: Duration = Duration::from_secs(2);
 /// The lost track's velocity is followed for at most this many frames (beyond, it is a guess).
 const REJOIN_PREDICT_FRAMES: f32 = 10.0;
-/// A track whose box's bottom centre is this many of its box heights from where it was first
-/// seen has moved: `min_score_moving` is enough for it.
+/// A track whose box's bottom centre is this many box heights (the larger of its first box and
+/// its box now: a box that only grows or shrinks has not moved) from where it was first seen
+/// has moved: `min_score_moving` is enough for it.
 const MOVED_HEIGHTS: f32 = 1.0;
 
 /// An event as reported.
@@ -111,8 +112,8 @@ struct Candidate {
     scores: Vec<f32>,
     /// The event this track carries.
     event: Option<u64>,
-    /// Where its object stood when first seen (bottom centre of the box, frame pixels).
-    first_foot: (f32, f32),
+    /// Its box when first seen (where its object stood, and how tall it was).
+    first_box: BBox,
     /// What its object looks like (learnt on detections).
     look: Option<Appearance>,
 }
@@ -265,7 +266,7 @@ impl Events {
                     hits: 0,
                     scores: Vec::new(),
                     event: None,
-                    first_foot: foot_px(&t.bbox),
+                    first_box: t.bbox,
                     look: None,
                 });
                 self.candidates.len() - 1
@@ -472,9 +473,9 @@ fn scored(r: &Rules, c: &Candidate, t: &Track) -> bool {
     if m >= r.min_score {
         return true;
     }
-    let (x, y) = foot_px(&t.bbox);
-    let moved = (x - c.first_foot.0).hypot(y - c.first_foot.1);
-    m >= r.min_score_moving && moved >= MOVED_HEIGHTS * t.bbox.height().max(1.0)
+    let ((x, y), (x0, y0)) = (foot_px(&t.bbox), foot_px(&c.first_box));
+    let tall = t.bbox.height().max(c.first_box.height()).max(1.0);
+    m >= r.min_score_moving && (x - x0).hypot(y - y0) >= MOVED_HEIGHTS * tall
 }
 
 /// Where an object stands in frame pixels: the bottom centre of its box.
@@ -696,6 +697,20 @@ mod tests {
             run(lower),
             None,
             "0.42 is under a 0.45 floor however far it walks"
+        );
+
+        // A phantom on a sign whose box takes in the post below it every other round (the first
+        // too): its bottom edge jumps 40 px, twice the sign's 20-px height, but it has not moved.
+        let mut ev = events(EventsConfig::default(), ZonesConfig::new());
+        for k in 0..20u32 {
+            let y1 = if k % 2 == 0 { 110.0 } else { 70.0 };
+            let t = track(1, 0, 0.42, k + 1, BBox::new(300.0, 50.0, 316.0, y1));
+            ev.update(u64::from(k) * 5, at(u64::from(k) * 5), SIZE, &[t], &[]);
+        }
+        assert_eq!(
+            ev.started(),
+            0,
+            "a box that only grows and shrinks stays put"
         );
     }
 
