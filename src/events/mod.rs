@@ -680,24 +680,16 @@ mod tests {
             Some(8),
             "40 px moved at round 8"
         );
-        let off = EventsConfig {
-            min_score_moving: 0.5,
-            ..EventsConfig::default()
-        };
-        assert_eq!(
-            run(off),
-            None,
-            "min_score_moving = min_score: the plain rule alone"
-        );
-        let lower = EventsConfig {
-            min_score_moving: 0.45,
-            ..EventsConfig::default()
-        };
-        assert_eq!(
-            run(lower),
-            None,
-            "0.42 is under a 0.45 floor however far it walks"
-        );
+        for (floor, why) in [
+            (0.5, "min_score_moving = min_score: the plain rule alone"),
+            (0.45, "0.42 is under a 0.45 floor however far it walks"),
+        ] {
+            let cfg = EventsConfig {
+                min_score_moving: floor,
+                ..EventsConfig::default()
+            };
+            assert_eq!(run(cfg), None, "{why}");
+        }
 
         // A phantom on a sign whose box takes in the post below it every other round (the first
         // too): its bottom edge jumps 40 px, twice the sign's 20-px height, but it has not moved.
